@@ -1,0 +1,43 @@
+#include "common/backend.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace specserve {
+
+absl::Status PrepareBatch(absl::Span<const ForwardSeq> batch, const ModelConfig& c, KvPool& pool) {
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const ForwardSeq& s = batch[i];
+    if (s.kv == nullptr) return absl::InvalidArgumentError("forward: sequence without a KV cache");
+    const int64_t n = static_cast<int64_t>(s.tokens.size());
+    if (s.n_logits < 0 || s.n_logits > n) {
+      return absl::InvalidArgumentError(absl::StrCat("forward: n_logits ", s.n_logits, " not in [0, ", n, "]"));
+    }
+    if (s.kv->length + n > c.n_ctx) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "context overflow: ", s.kv->length, " cached + ", n, " new tokens exceed the context of ", c.n_ctx));
+    }
+    for (TokenId t : s.tokens) {
+      if (t < 0 || t >= c.vocab) {
+        return absl::InvalidArgumentError(absl::StrCat("token id ", t, " is outside the vocabulary [0, ", c.vocab, ")"));
+      }
+    }
+  }
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const ForwardSeq& s = batch[i];
+    absl::Status st = pool.Reserve(*s.kv, s.kv->length + static_cast<int32_t>(s.tokens.size()));
+    if (!st.ok()) {
+      // Give back what this batch reserved so no sequence changed.
+      for (size_t j = 0; j <= i; ++j) pool.Truncate(*batch[j].kv, batch[j].kv->length);
+      return st;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(const Model& model, const BackendOptions& opts) {
+  if (opts.kind == "cpu") return MakeCpuBackend(model, opts);
+  if (opts.kind == "cuda") return MakeCudaBackend(model, opts);
+  return absl::InvalidArgumentError(absl::StrCat("unknown backend '", opts.kind, "' (cpu or cuda)"));
+}
+
+}  // namespace specserve

@@ -1,0 +1,61 @@
+// The model runtime's one entry point for compute: a forward pass over a
+// ragged batch. CPU and CUDA implement it; everything above (draft service,
+// target service, the in-process speculative loop) only sees this.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "common/kv_cache.h"
+#include "common/model_config.h"
+#include "common/weights.h"
+
+namespace specserve {
+
+using TokenId = int32_t;
+
+// One sequence of a ragged batch: its cache and the tokens to append at
+// positions [kv->length, kv->length + tokens.size()).
+struct ForwardSeq {
+  KvSeq* kv;
+  absl::Span<const TokenId> tokens;
+  int32_t n_logits;  // logits for the last n_logits new tokens (0..tokens.size())
+};
+
+struct BackendOptions {
+  std::string kind = "cpu";  // "cpu" or "cuda"
+  int device = 0;            // CUDA device index
+  int threads = 1;           // CPU worker threads (the caller's thread included)
+  int32_t kv_block_size = 16;
+  int32_t kv_blocks = 0;     // 0: room for 8 full contexts
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  // Appends each sequence's tokens to its cache and writes logits
+  // [sum(n_logits), vocab] in batch order. Errors: INVALID_ARGUMENT (token id
+  // out of range, context overflow, bad n_logits), RESOURCE_EXHAUSTED (KV
+  // pool full). On error no sequence's length has changed.
+  virtual absl::Status Forward(absl::Span<const ForwardSeq> batch, std::vector<float>* logits) = 0;
+
+  virtual KvPool& kv_pool() = 0;
+  virtual const ModelConfig& config() const = 0;
+  virtual std::string name() const = 0;
+};
+
+// Checks a batch against the config and reserves KV slots for it; shared by
+// the backends so they refuse bad input identically.
+absl::Status PrepareBatch(absl::Span<const ForwardSeq> batch, const ModelConfig& c, KvPool& pool);
+
+absl::StatusOr<std::unique_ptr<Backend>> MakeCpuBackend(const Model& model, const BackendOptions& opts);
+// FAILED_PRECONDITION when the binary was built without CUDA or no device exists.
+absl::StatusOr<std::unique_ptr<Backend>> MakeCudaBackend(const Model& model, const BackendOptions& opts);
+absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(const Model& model, const BackendOptions& opts);
+
+}  // namespace specserve

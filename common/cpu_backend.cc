@@ -1,0 +1,194 @@
+// The Llama forward pass on the CPU over a ragged batch.
+// All new tokens of all sequences go through the matrix products together
+// (each weight row is read once per pass); attention runs per sequence
+// against its own paged cache.
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/backend.h"
+#include "common/cpu_matmul.h"
+#include "common/status_macros.h"
+#include "common/thread_pool.h"
+#include "kernels/cpu_attention.h"
+#include "kernels/cpu_ops.h"
+
+namespace specserve {
+namespace {
+
+class CpuBackend final : public Backend {
+ public:
+  CpuBackend(const Model& model, const BackendOptions& opts, int32_t kv_blocks)
+      : model_(model), c_(model.config), w_(model.weights),
+        pool_(kv_blocks, opts.kv_block_size), threads_(opts.threads) {
+    const size_t per_layer = static_cast<size_t>(kv_blocks) * opts.kv_block_size * c_.kv_dim();
+    k_cache_.resize(c_.n_layer);
+    v_cache_.resize(c_.n_layer);
+    for (int l = 0; l < c_.n_layer; ++l) {
+      k_cache_[l].assign(per_layer, 0.f);
+      v_cache_[l].assign(per_layer, 0.f);
+    }
+  }
+
+  KvPool& kv_pool() override { return pool_; }
+  const ModelConfig& config() const override { return c_; }
+  std::string name() const override { return absl::StrCat("cpu(", threads_.size(), " threads)"); }
+
+  absl::Status Forward(absl::Span<const ForwardSeq> batch, std::vector<float>* logits) override {
+    RETURN_IF_ERROR(PrepareBatch(batch, c_, pool_));
+    Layout(batch);
+    Embed(batch);
+    for (int l = 0; l < c_.n_layer; ++l) Block(batch, l);
+    Logits(batch, logits);
+    for (const ForwardSeq& s : batch) s.kv->length += static_cast<int32_t>(s.tokens.size());
+    return absl::OkStatus();
+  }
+
+ private:
+  // Per-token bookkeeping for the flattened batch: token t belongs to
+  // sequence seq_of_[t] and sits at absolute position pos_[t].
+  void Layout(absl::Span<const ForwardSeq> batch) {
+    T_ = 0;
+    for (const ForwardSeq& s : batch) T_ += static_cast<int64_t>(s.tokens.size());
+    pos_.resize(T_);
+    seq_of_.resize(T_);
+    seq_first_.resize(batch.size());
+    int64_t t = 0;
+    for (size_t i = 0; i < batch.size(); ++i) {
+      seq_first_[i] = t;
+      for (size_t j = 0; j < batch[i].tokens.size(); ++j, ++t) {
+        pos_[t] = batch[i].kv->length + static_cast<int32_t>(j);
+        seq_of_[t] = static_cast<int32_t>(i);
+      }
+    }
+    const int64_t d = c_.n_embd;
+    x_.resize(T_ * d);
+    xn_.resize(T_ * d);
+    q_.resize(T_ * c_.q_dim());
+    k_.resize(T_ * c_.kv_dim());
+    v_.resize(T_ * c_.kv_dim());
+    attn_.resize(T_ * c_.q_dim());
+    proj_.resize(T_ * d);
+    gate_.resize(T_ * c_.n_ff);
+    up_.resize(T_ * c_.n_ff);
+  }
+
+  void Embed(absl::Span<const ForwardSeq> batch) {
+    int64_t t = 0;
+    for (const ForwardSeq& s : batch) {
+      for (TokenId id : s.tokens) DequantizeMatrixRow(w_.tok_embd, id, x_.data() + (t++) * c_.n_embd);
+    }
+  }
+
+  // x += Attention(RmsNorm(x)); x += FFN(RmsNorm(x))
+  void Block(absl::Span<const ForwardSeq> batch, int l) {
+    const LayerWeights& L = w_.layers[l];
+    cpu::RmsNorm(x_.data(), L.attn_norm, xn_.data(), T_, c_.n_embd, c_.rms_eps);
+    MatMul(L.wq, xn_.data(), T_, q_.data(), threads_);
+    MatMul(L.wk, xn_.data(), T_, k_.data(), threads_);
+    MatMul(L.wv, xn_.data(), T_, v_.data(), threads_);
+    if (c_.qkv_bias) {
+      cpu::AddBias(q_.data(), L.bq, T_, c_.q_dim());
+      cpu::AddBias(k_.data(), L.bk, T_, c_.kv_dim());
+      cpu::AddBias(v_.data(), L.bv, T_, c_.kv_dim());
+    }
+    const cpu::RopeParams rq{c_.n_head, c_.head_dim, c_.rope_dim, c_.rope_base, c_.rope_neox};
+    const cpu::RopeParams rk{c_.n_head_kv, c_.head_dim, c_.rope_dim, c_.rope_base, c_.rope_neox};
+    cpu::Rope(q_.data(), pos_.data(), T_, rq);
+    cpu::Rope(k_.data(), pos_.data(), T_, rk);
+    StoreKv(batch, l);
+    Attend(batch, l);
+    MatMul(L.wo, attn_.data(), T_, proj_.data(), threads_);
+    cpu::AddInPlace(x_.data(), proj_.data(), T_ * c_.n_embd);
+
+    cpu::RmsNorm(x_.data(), L.ffn_norm, xn_.data(), T_, c_.n_embd, c_.rms_eps);
+    MatMul(L.gate, xn_.data(), T_, gate_.data(), threads_);
+    MatMul(L.up, xn_.data(), T_, up_.data(), threads_);
+    cpu::SwiGlu(gate_.data(), up_.data(), gate_.data(), T_ * c_.n_ff);
+    MatMul(L.down, gate_.data(), T_, proj_.data(), threads_);
+    cpu::AddInPlace(x_.data(), proj_.data(), T_ * c_.n_embd);
+  }
+
+  void StoreKv(absl::Span<const ForwardSeq> batch, int l) {
+    const int64_t kvd = c_.kv_dim();
+    const int32_t bs = pool_.block_size();
+    for (int64_t t = 0; t < T_; ++t) {
+      const KvSeq& kv = *batch[seq_of_[t]].kv;
+      const int32_t p = pos_[t];
+      const int64_t slot = static_cast<int64_t>(kv.blocks[p / bs]) * bs + p % bs;
+      std::copy_n(k_.data() + t * kvd, kvd, k_cache_[l].data() + slot * kvd);
+      std::copy_n(v_.data() + t * kvd, kvd, v_cache_[l].data() + slot * kvd);
+    }
+  }
+
+  void Attend(absl::Span<const ForwardSeq> batch, int l) {
+    const float scale = 1.0f / std::sqrt(static_cast<float>(c_.head_dim));
+    threads_.ParallelFor(T_ * c_.n_head, 4, [&](int64_t begin, int64_t end) {
+      thread_local std::vector<float> scratch;
+      scratch.resize(c_.n_ctx + 1);
+      int64_t item = begin;
+      while (item < end) {
+        const int64_t t = item / c_.n_head;
+        const int32_t s = seq_of_[t];
+        const int64_t first = seq_first_[s];
+        const int64_t seq_end = (first + static_cast<int64_t>(batch[s].tokens.size())) * c_.n_head;
+        const int64_t stop = std::min(end, seq_end);
+        cpu::PagedAttentionArgs a{q_.data() + first * c_.q_dim(), pos_.data() + first,
+                                  static_cast<int64_t>(batch[s].tokens.size()),
+                                  k_cache_[l].data(), v_cache_[l].data(), batch[s].kv->blocks.data(),
+                                  c_.n_head, c_.n_head_kv, c_.head_dim, pool_.block_size(), scale,
+                                  attn_.data() + first * c_.q_dim()};
+        cpu::PagedAttention(a, item - first * c_.n_head, stop - first * c_.n_head, scratch.data());
+        item = stop;
+      }
+    });
+  }
+
+  void Logits(absl::Span<const ForwardSeq> batch, std::vector<float>* logits) {
+    int64_t rows = 0;
+    for (const ForwardSeq& s : batch) rows += s.n_logits;
+    // Gather the final hidden states of the rows asked for: [rows, n_embd].
+    hidden_.resize(rows * c_.n_embd);
+    int64_t r = 0;
+    for (size_t i = 0; i < batch.size(); ++i) {
+      const int64_t n = static_cast<int64_t>(batch[i].tokens.size());
+      for (int64_t j = n - batch[i].n_logits; j < n; ++j, ++r) {
+        std::copy_n(x_.data() + (seq_first_[i] + j) * c_.n_embd, c_.n_embd, hidden_.data() + r * c_.n_embd);
+      }
+    }
+    cpu::RmsNorm(hidden_.data(), w_.output_norm, hidden_.data(), rows, c_.n_embd, c_.rms_eps);
+    logits->resize(rows * c_.vocab);
+    MatMul(w_.output, hidden_.data(), rows, logits->data(), threads_);
+  }
+
+  const Model& model_;
+  const ModelConfig& c_;
+  const ModelWeights& w_;
+  KvPool pool_;
+  ThreadPool threads_;
+  std::vector<std::vector<float>> k_cache_;  // [n_layer][num_blocks * block_size * kv_dim]
+  std::vector<std::vector<float>> v_cache_;
+
+  // Activations of the current pass, reused across calls.
+  int64_t T_ = 0;
+  std::vector<int32_t> pos_, seq_of_;
+  std::vector<int64_t> seq_first_;
+  std::vector<float> x_, xn_, q_, k_, v_, attn_, proj_, gate_, up_, hidden_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Backend>> MakeCpuBackend(const Model& model, const BackendOptions& opts) {
+  if (opts.threads < 1 || opts.threads > 256) {
+    return absl::InvalidArgumentError(absl::StrCat("threads must be in [1, 256], got ", opts.threads));
+  }
+  if (opts.kv_block_size < 1 || opts.kv_block_size > 1024) {
+    return absl::InvalidArgumentError("kv_block_size must be in [1, 1024]");
+  }
+  int32_t blocks = opts.kv_blocks;
+  if (blocks <= 0) blocks = KvPool::BlocksFor(model.config.n_ctx, opts.kv_block_size) * 8;
+  return std::unique_ptr<Backend>(new CpuBackend(model, opts, blocks));
+}
+
+}  // namespace specserve

@@ -1,0 +1,85 @@
+#include "common/model_config.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace specserve {
+namespace {
+
+absl::StatusOr<int32_t> PositiveInt(const GgufFile& f, const std::string& key,
+                                    int64_t max_value) {
+  ASSIGN_OR_RETURN(int64_t v, f.GetInt(key));
+  if (v <= 0 || v > max_value) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("metadata ", key, " = ", v, " is out of range (1..", max_value, ")"));
+  }
+  return static_cast<int32_t>(v);
+}
+
+}  // namespace
+
+absl::StatusOr<ModelConfig> ModelConfig::FromGguf(const GgufFile& f) {
+  ModelConfig c;
+  ASSIGN_OR_RETURN(c.arch, f.GetString("general.architecture"));
+  if (c.arch != "llama" && c.arch != "qwen2") {
+    return absl::UnimplementedError(absl::StrCat(
+        "unsupported architecture '", c.arch, "' (supported: llama, qwen2)"));
+  }
+  if (f.Has("general.name")) {
+    ASSIGN_OR_RETURN(c.name, f.GetString("general.name"));
+  }
+  const std::string p = c.arch + ".";
+  constexpr int64_t kMaxDim = 1 << 20;
+  ASSIGN_OR_RETURN(c.n_embd, PositiveInt(f, p + "embedding_length", kMaxDim));
+  ASSIGN_OR_RETURN(c.n_layer, PositiveInt(f, p + "block_count", 4096));
+  ASSIGN_OR_RETURN(c.n_head, PositiveInt(f, p + "attention.head_count", 4096));
+  c.n_head_kv = c.n_head;
+  if (f.Has(p + "attention.head_count_kv")) {
+    ASSIGN_OR_RETURN(c.n_head_kv, PositiveInt(f, p + "attention.head_count_kv", 4096));
+  }
+  ASSIGN_OR_RETURN(c.n_ff, PositiveInt(f, p + "feed_forward_length", kMaxDim));
+  ASSIGN_OR_RETURN(c.n_ctx, PositiveInt(f, p + "context_length", 1 << 24));
+  if (c.n_head % c.n_head_kv != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "attention.head_count ", c.n_head, " is not a multiple of head_count_kv ", c.n_head_kv));
+  }
+  c.head_dim = c.n_embd / c.n_head;
+  if (f.Has(p + "attention.key_length")) {
+    ASSIGN_OR_RETURN(c.head_dim, PositiveInt(f, p + "attention.key_length", 4096));
+  } else if (c.n_embd % c.n_head != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "embedding_length ", c.n_embd, " is not a multiple of head_count ", c.n_head));
+  }
+  if (c.head_dim % 2 != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("head dimension ", c.head_dim, " is odd"));
+  }
+  c.rope_dim = c.head_dim;
+  if (f.Has(p + "rope.dimension_count")) {
+    ASSIGN_OR_RETURN(c.rope_dim, PositiveInt(f, p + "rope.dimension_count", c.head_dim));
+    if (c.rope_dim % 2 != 0) {
+      return absl::InvalidArgumentError(absl::StrCat("rope.dimension_count ", c.rope_dim, " is odd"));
+    }
+  }
+  ASSIGN_OR_RETURN(double base, f.GetFloatOr(p + "rope.freq_base", 10000.0));
+  ASSIGN_OR_RETURN(double eps, f.GetFloatOr(p + "attention.layer_norm_rms_epsilon", 1e-5));
+  if (!(base > 1.0) || !(eps > 0.0 && eps < 1.0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rope.freq_base ", base, " or layer_norm_rms_epsilon ", eps, " out of range"));
+  }
+  c.rope_base = static_cast<float>(base);
+  c.rms_eps = static_cast<float>(eps);
+  c.rope_neox = c.arch == "qwen2";
+  c.qkv_bias = c.arch == "qwen2";
+  const GgufTensor* embd = f.FindTensor("token_embd.weight");
+  if (embd == nullptr) {
+    return absl::InvalidArgumentError("missing required tensor token_embd.weight");
+  }
+  if (embd->ne[1] <= 0 || embd->ne[1] > (1 << 22)) {
+    return absl::InvalidArgumentError("token_embd.weight has an absurd vocabulary size");
+  }
+  c.vocab = static_cast<int32_t>(embd->ne[1]);
+  c.tied_output = f.FindTensor("output.weight") == nullptr;
+  return c;
+}
+
+}  // namespace specserve

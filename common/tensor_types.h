@@ -1,0 +1,35 @@
+// ggml tensor element types: block layout and row dequantisation.
+// Block formats follow ggml-common.h (the reference implementation).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace specserve {
+
+// Numbered as ggml's `enum ggml_type` (these numbers are stored in GGUF files).
+enum class GgmlType : uint32_t {
+  kF32 = 0, kF16 = 1, kQ4_0 = 2, kQ4_1 = 3, kQ5_0 = 6, kQ5_1 = 7, kQ8_0 = 8,
+  kQ8_1 = 9, kQ2_K = 10, kQ3_K = 11, kQ4_K = 12, kQ5_K = 13, kQ6_K = 14,
+  kQ8_K = 15, kBF16 = 30,
+};
+
+struct GgmlTypeTraits {
+  std::string_view name;  // "F16", "Q8_0", ...
+  int64_t block_size;     // elements per block (1 for plain floats)
+  int64_t block_bytes;    // bytes per block
+  bool supported;         // this engine can dequantize / multiply it
+};
+
+// nullopt for a type number ggml does not define.
+std::optional<GgmlTypeTraits> GetTypeTraits(uint32_t type);
+std::string_view GgmlTypeName(GgmlType t);
+// Bytes of `n` elements; n must be a multiple of the block size.
+uint64_t RowBytes(GgmlType t, int64_t n);
+
+// dst[0..n) = dequantized src row; n is a multiple of the block size.
+void DequantizeRow(GgmlType t, const void* src, float* dst, int64_t n);
+
+}  // namespace specserve

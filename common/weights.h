@@ -1,0 +1,66 @@
+// Non-owning views of a model's weights inside the memory-mapped GGUF file
+// (llama2.c's TransformerWeights, with a type per matrix so quantized files
+// are read in place).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/gguf.h"
+#include "common/model_config.h"
+#include "common/tensor_types.h"
+
+namespace specserve {
+
+// A matrix W [rows, cols] stored row-major in ggml blocks: y = W x computes
+// y[r] = dot(row r, x). For a GGUF tensor, cols = ne[0] and rows = ne[1].
+struct MatrixView {
+  GgmlType type = GgmlType::kF32;
+  const uint8_t* data = nullptr;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  uint64_t row_bytes = 0;
+  const uint8_t* row(int64_t r) const { return data + r * row_bytes; }
+};
+
+struct LayerWeights {
+  const float* attn_norm = nullptr;  // [n_embd]
+  MatrixView wq;                     // [q_dim, n_embd]
+  MatrixView wk;                     // [kv_dim, n_embd]
+  MatrixView wv;                     // [kv_dim, n_embd]
+  MatrixView wo;                     // [n_embd, q_dim]
+  const float* bq = nullptr;         // [q_dim]  (qwen2 only)
+  const float* bk = nullptr;         // [kv_dim] (qwen2 only)
+  const float* bv = nullptr;         // [kv_dim] (qwen2 only)
+  const float* ffn_norm = nullptr;   // [n_embd]
+  MatrixView gate;                   // [n_ff, n_embd]
+  MatrixView up;                     // [n_ff, n_embd]
+  MatrixView down;                   // [n_embd, n_ff]
+};
+
+struct ModelWeights {
+  MatrixView tok_embd;               // [vocab, n_embd]
+  std::vector<LayerWeights> layers;  // [n_layer]
+  const float* output_norm = nullptr;// [n_embd]
+  MatrixView output;                 // [vocab, n_embd] (== tok_embd when tied)
+  // Vectors stored as F16/BF16 in the file are widened once into here.
+  std::vector<std::unique_ptr<std::vector<float>>> owned;
+};
+
+// Binds every tensor the config needs, checking presence, type support and
+// shape; errors name the tensor and both shapes.
+absl::StatusOr<ModelWeights> BindWeights(const GgufFile& f, const ModelConfig& c);
+
+// A model ready to run: the mapping, its config and views into it.
+struct Model {
+  std::unique_ptr<GgufFile> file;
+  ModelConfig config;
+  ModelWeights weights;
+
+  static absl::StatusOr<std::unique_ptr<Model>> Load(const std::string& path);
+  int64_t ParameterCount() const;
+};
+
+}  // namespace specserve

@@ -1,0 +1,45 @@
+// In-process Drafter and Verifier: the draft and target sessions driven
+// directly against a Backend (what `specserve generate --draft` runs, and the
+// reference the gRPC path must reproduce token for token).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "common/backend.h"
+#include "coordinator/spec_api.h"
+#include "draft_service/draft_session.h"
+#include "target_service/target_session.h"
+
+namespace specserve {
+
+class LocalDrafter final : public Drafter {
+ public:
+  explicit LocalDrafter(Backend& backend) : backend_(backend), session_(backend.kv_pool(), backend.config()) {}
+  absl::Status Open(const SessionSpec& spec) override;
+  absl::StatusOr<Proposal> Propose(int64_t round, const std::optional<RoundResult>& last, int32_t k) override;
+  void Close() override { session_.Close(); }
+  std::string kind() const override { return "model"; }
+  const DraftSession& session() const { return session_; }
+
+ private:
+  Backend& backend_;
+  DraftSession session_;
+  std::vector<float> logits_;
+};
+
+class LocalVerifier final : public Verifier {
+ public:
+  explicit LocalVerifier(Backend& backend) : backend_(backend), session_(backend.kv_pool(), backend.config()) {}
+  absl::Status Open(const SessionSpec& spec) override;
+  absl::StatusOr<RoundResult> Verify(int64_t round, const Proposal& p) override;
+  void Close() override { session_.Close(); }
+  const TargetSession& session() const { return session_; }
+
+ private:
+  Backend& backend_;
+  TargetSession session_;
+  std::vector<float> logits_;
+};
+
+}  // namespace specserve

@@ -1,0 +1,55 @@
+#include "coordinator/ngram_drafter.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
+namespace specserve {
+
+std::vector<TokenId> NgramDrafter::Lookup(const std::vector<TokenId>& ctx, int32_t k, int32_t max_ngram,
+                                          int32_t min_ngram) {
+  const int64_t n_ctx = static_cast<int64_t>(ctx.size());
+  for (int32_t n = std::min<int64_t>(max_ngram, n_ctx - 1); n >= min_ngram; --n) {
+    const TokenId* suffix = ctx.data() + n_ctx - n;
+    // Most recent match first: recent text predicts the continuation best.
+    for (int64_t start = n_ctx - n - 1; start >= 0; --start) {
+      if (!std::equal(suffix, suffix + n, ctx.data() + start)) continue;
+      const int64_t from = start + n;
+      const int64_t take = std::min<int64_t>(k, n_ctx - from);
+      if (take <= 0) continue;
+      return std::vector<TokenId>(ctx.begin() + from, ctx.begin() + from + take);
+    }
+  }
+  return {};
+}
+
+absl::Status NgramDrafter::Open(const SessionSpec& spec) {
+  if (spec.prompt.empty()) return absl::InvalidArgumentError("empty prompt");
+  tokens_ = spec.prompt;
+  proposed_.clear();
+  round_ = 0;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Proposal> NgramDrafter::Propose(int64_t round, const std::optional<RoundResult>& last, int32_t k) {
+  if (round != round_) {
+    return absl::FailedPreconditionError(absl::StrCat("round ", round, " refused: expected round ", round_));
+  }
+  if (last.has_value()) {
+    if (last->accepted < 0 || last->accepted > static_cast<int32_t>(proposed_.size())) {
+      return absl::InvalidArgumentError("verdict accepts more tokens than were proposed");
+    }
+    tokens_.insert(tokens_.end(), proposed_.begin(), proposed_.begin() + last->accepted);
+    tokens_.push_back(last->next_token);
+  } else if (round > 0) {
+    return absl::InvalidArgumentError("missing verdict");
+  }
+  proposed_ = Lookup(tokens_, k, max_ngram_, min_ngram_);
+  ++round_;
+  Proposal p;
+  p.tokens = proposed_;
+  for (TokenId t : proposed_) p.dists.push_back(SparseDist{{t}, {1.0f}});
+  return p;
+}
+
+}  // namespace specserve

@@ -1,0 +1,35 @@
+// Prompt-lookup drafting (Saxena 2023, "prompt lookup decoding"): find the
+// most recent earlier occurrence of the longest suffix of the context (up to
+// max_ngram tokens) and propose the tokens that followed it. No model, no
+// service: it runs inside the coordinator and is the fallback when the draft
+// service is gone. Its q is one-hot, so verification stays exact.
+#pragma once
+
+#include <vector>
+
+#include "coordinator/spec_api.h"
+
+namespace specserve {
+
+class NgramDrafter final : public Drafter {
+ public:
+  explicit NgramDrafter(int32_t max_ngram = 4, int32_t min_ngram = 1)
+      : max_ngram_(max_ngram), min_ngram_(min_ngram) {}
+  absl::Status Open(const SessionSpec& spec) override;
+  // Proposes up to k tokens; fewer (even none) when the context has no match.
+  absl::StatusOr<Proposal> Propose(int64_t round, const std::optional<RoundResult>& last, int32_t k) override;
+  void Close() override { tokens_.clear(); }
+  std::string kind() const override { return "ngram"; }
+
+  // The lookup itself, on any token sequence (exposed for tests).
+  static std::vector<TokenId> Lookup(const std::vector<TokenId>& ctx, int32_t k, int32_t max_ngram,
+                                     int32_t min_ngram);
+
+ private:
+  int32_t max_ngram_, min_ngram_;
+  std::vector<TokenId> tokens_;  // committed sequence
+  std::vector<TokenId> proposed_;
+  int64_t round_ = 0;
+};
+
+}  // namespace specserve

@@ -1,0 +1,55 @@
+// One request's speculative decoding loop (DESIGN "The round"), the same
+// code whether the drafter and verifier are in this process or behind gRPC.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "coordinator/k_policy.h"
+#include "coordinator/spec_api.h"
+
+namespace specserve {
+
+struct LoopOptions {
+  KPolicy k = KPolicy::Fixed(4);
+  std::vector<TokenId> stop_tokens;  // end of sequence: not emitted, finish "stop"
+  // Receives each round's committed tokens (already cut at a stop token or
+  // the budget). Returning false ends the request (stop string, client gone).
+  std::function<bool(absl::Span<const TokenId>)> on_tokens;
+  // Called when the drafter fails; returns a replacement (the n-gram drafter)
+  // or nullptr for plain target decoding. Output stays exact either way.
+  std::function<std::unique_ptr<Drafter>()> make_fallback;
+};
+
+struct LoopStats {
+  int64_t generated = 0;     // tokens emitted
+  int64_t rounds = 0;        // target passes
+  int64_t drafted = 0;       // tokens proposed and verified
+  int64_t accepted = 0;
+  std::vector<int64_t> drafted_at, accepted_at;  // per draft position (0 = d1)
+  std::vector<int64_t> accepted_hist;            // rounds by accepted length
+  double draft_seconds = 0, verify_seconds = 0;  // wall time in Propose / Verify
+  double draft_compute_seconds = 0, verify_compute_seconds = 0;  // as the engines report
+  double first_token_seconds = 0;
+  double total_seconds = 0;
+  int32_t fallbacks = 0;
+  int32_t last_k = 0;
+  std::string finish_reason;  // "stop" (EOS / stop string / caller), "length"
+
+  double acceptance_rate() const { return drafted ? static_cast<double>(accepted) / drafted : 0; }
+  double tokens_per_pass() const { return rounds ? static_cast<double>(generated) / rounds : 0; }
+};
+
+// Runs to max_new_tokens, a stop token or on_tokens returning false. The
+// verifier is opened and closed here; so is the drafter (nullptr: plain
+// decoding). Target errors end the request with that error; drafter errors
+// trigger the fallback.
+absl::StatusOr<LoopStats> RunSpeculative(const SessionSpec& spec, Drafter* drafter, Verifier& verifier,
+                                         LoopOptions& opts);
+
+}  // namespace specserve

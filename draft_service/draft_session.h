@@ -1,0 +1,59 @@
+// One request's state on the draft model: its KV cache, the committed
+// sequence and the proposal in progress. Proposing K tokens takes K
+// dependent passes (feed, sample, feed, ...), exposed one step at a time so
+// the service's scheduler can batch the step of many sessions together.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/backend.h"
+#include "coordinator/spec_api.h"
+
+namespace specserve {
+
+class DraftSession {
+ public:
+  DraftSession(KvPool& pool, const ModelConfig& config) : pool_(pool), config_(config) {}
+  ~DraftSession() { Close(); }
+  DraftSession(const DraftSession&) = delete;
+  DraftSession& operator=(const DraftSession&) = delete;
+
+  // *prefill caches prompt[0..n-2] (skip it when it has no tokens).
+  absl::Status Open(const SessionSpec& spec, ForwardSeq* prefill);
+
+  // Applies the previous round's verdict and starts proposing k tokens.
+  // The cache is rolled back to the longest prefix that is still committed;
+  // whatever committed tokens it lacks are fed by the first step.
+  absl::Status BeginPropose(int64_t round, const std::optional<RoundResult>& last, int32_t k);
+  // The next pass to run, or false when the proposal is complete.
+  bool NextStep(ForwardSeq* pass);
+  // logits: [vocab], the last row of that pass. Samples the next draft token.
+  void FinishStep(const float* logits);
+  // The finished proposal (moves it out).
+  Proposal TakeProposal();
+  void AbortPropose();  // a step's pass failed: the session closes
+
+  void Close();
+
+  bool open() const { return open_; }
+  int64_t next_round() const { return round_; }
+  const KvSeq& kv() const { return kv_; }
+  const std::vector<TokenId>& committed() const { return tokens_; }
+
+ private:
+  KvPool& pool_;
+  const ModelConfig& config_;
+  bool open_ = false;
+  SessionSpec spec_;
+  std::vector<TokenId> tokens_;  // committed sequence; back() is pending
+  KvSeq kv_;                     // a prefix of tokens_ + proposal
+  int64_t round_ = 0;            // the round the next BeginPropose must carry
+  Proposal proposal_;            // the last proposal (kept to apply its verdict)
+  int32_t steps_left_ = 0;
+  std::vector<TokenId> feed_;    // tokens of the next step's pass
+};
+
+}  // namespace specserve

@@ -1,0 +1,29 @@
+// CPU reference of causal attention over a paged KV cache (one sequence).
+// Serves prefill, one-token decode and the (K+1)-token verify pass alike:
+// query token t attends to cached positions [0, positions[t]].
+#pragma once
+
+#include <cstdint>
+
+namespace specserve::cpu {
+
+struct PagedAttentionArgs {
+  const float* q;            // [T, n_head * head_dim], already rotated
+  const int32_t* positions;  // [T] absolute position of each query token
+  int64_t T;
+  const float* k_cache;      // [num_blocks, block_size, n_head_kv * head_dim] (one layer)
+  const float* v_cache;      // same layout
+  const int32_t* block_table;// position p is slot p % block_size of block_table[p / block_size]
+  int32_t n_head;
+  int32_t n_head_kv;         // grouped-query: query head h reads kv head h / (n_head / n_head_kv)
+  int32_t head_dim;
+  int32_t block_size;
+  float scale;               // 1 / sqrt(head_dim)
+  float* out;                // [T, n_head * head_dim]
+};
+
+// Computes the (token, head) items [begin, end) of T * n_head; item = t * n_head + h.
+// Callers split the range across threads. `scratch` holds >= positions[t] + 1 floats.
+void PagedAttention(const PagedAttentionArgs& a, int64_t begin, int64_t end, float* scratch);
+
+}  // namespace specserve::cpu

@@ -1,0 +1,53 @@
+#include "kernels/cpu_ops.h"
+
+#include <cmath>
+
+namespace specserve::cpu {
+
+void RmsNorm(const float* x, const float* w, float* y, int64_t T, int64_t n, float eps) {
+  for (int64_t t = 0; t < T; ++t) {
+    const float* xr = x + t * n;
+    float* yr = y + t * n;
+    double ss = 0;  // double: the sum of squares of a few thousand activations
+    for (int64_t i = 0; i < n; ++i) ss += static_cast<double>(xr[i]) * xr[i];
+    const float scale = static_cast<float>(1.0 / std::sqrt(ss / n + eps));
+    for (int64_t i = 0; i < n; ++i) yr[i] = xr[i] * scale * w[i];
+  }
+}
+
+void Rope(float* x, const int32_t* positions, int64_t T, const RopeParams& p) {
+  const int32_t half = p.rope_dim / 2;
+  for (int64_t t = 0; t < T; ++t) {
+    const double pos = positions[t];
+    for (int32_t i = 0; i < half; ++i) {
+      const double theta = pos * std::pow(static_cast<double>(p.base), -2.0 * i / p.rope_dim);
+      const float c = static_cast<float>(std::cos(theta));
+      const float s = static_cast<float>(std::sin(theta));
+      for (int32_t h = 0; h < p.n_heads; ++h) {
+        float* v = x + (t * p.n_heads + h) * p.head_dim;
+        const int32_t a = p.neox ? i : 2 * i;
+        const int32_t b = p.neox ? i + half : 2 * i + 1;
+        const float x0 = v[a], x1 = v[b];
+        v[a] = x0 * c - x1 * s;
+        v[b] = x0 * s + x1 * c;
+      }
+    }
+  }
+}
+
+void SwiGlu(const float* gate, const float* up, float* out, int64_t n_total) {
+  for (int64_t i = 0; i < n_total; ++i) {
+    const float g = gate[i];
+    out[i] = g / (1.0f + std::exp(-g)) * up[i];
+  }
+}
+
+void AddInPlace(float* y, const float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += x[i];
+}
+
+void AddBias(float* y, const float* b, int64_t T, int64_t n) {
+  for (int64_t t = 0; t < T; ++t) AddInPlace(y + t * n, b, n);
+}
+
+}  // namespace specserve::cpu

@@ -1,0 +1,31 @@
+// CPU reference implementations of the element-wise ops of a Llama block.
+// Each CUDA kernel in this folder has its reference here, and the parity
+// test compares the two. Activations are row-major [T, width] fp32.
+#pragma once
+
+#include <cstdint>
+
+namespace specserve::cpu {
+
+// y[t] = x[t] / sqrt(mean(x[t]^2) + eps) * w          x, y: [T, n]; w: [n]
+void RmsNorm(const float* x, const float* w, float* y, int64_t T, int64_t n, float eps);
+
+struct RopeParams {
+  int32_t n_heads;     // heads in this tensor (query or key heads)
+  int32_t head_dim;
+  int32_t rope_dim;    // leading dims of each head that rotate
+  float base;          // theta_i = pos * base^(-2i / rope_dim)
+  bool neox;           // pairs (i, i + rope_dim/2) instead of (2i, 2i+1)
+};
+// Rotates x [T, n_heads * head_dim] in place; positions: [T].
+void Rope(float* x, const int32_t* positions, int64_t T, const RopeParams& p);
+
+// out[t, i] = silu(gate[t, i]) * up[t, i]                 [T, n]
+void SwiGlu(const float* gate, const float* up, float* out, int64_t n_total);
+
+// y[i] += x[i]
+void AddInPlace(float* y, const float* x, int64_t n);
+// y[t, i] += b[i]                                          y: [T, n]
+void AddBias(float* y, const float* b, int64_t T, int64_t n);
+
+}  // namespace specserve::cpu

@@ -1,0 +1,58 @@
+// One request's state on the target: its KV cache, the committed sequence
+// and the round counter. A pass is split into Begin (what to feed) and Finish
+// (what the logits decide) so the service's scheduler can run many sessions'
+// passes as one ragged batch; the in-process verifier calls them back to back.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/backend.h"
+#include "coordinator/spec_api.h"
+
+namespace specserve {
+
+class TargetSession {
+ public:
+  TargetSession(KvPool& pool, const ModelConfig& config) : pool_(pool), config_(config) {}
+  ~TargetSession() { Close(); }
+  TargetSession(const TargetSession&) = delete;
+  TargetSession& operator=(const TargetSession&) = delete;
+
+  // Validates the spec; *prefill is the pass that caches prompt[0..n-2]
+  // (no tokens when the prompt is one token long: skip it).
+  absl::Status Open(const SessionSpec& spec, ForwardSeq* prefill);
+
+  // The verify pass over [pending, d1..dK] at positions L-1..L+K-1, with
+  // logits for all K+1 rows. FAILED_PRECONDITION for a stale or repeated
+  // round; INVALID_ARGUMENT for a malformed proposal.
+  absl::Status BeginVerify(int64_t round, const Proposal& p, ForwardSeq* pass);
+  // logits: [K+1, vocab] from that pass. Rolls the cache back to the
+  // committed sequence minus its new pending token.
+  absl::StatusOr<RoundResult> FinishVerify(const float* logits);
+  // Undoes a BeginVerify whose pass failed (the cache is unchanged by it).
+  void AbortVerify() { in_flight_ = false; }
+
+  void Close();  // returns every KV block; idempotent
+
+  bool open() const { return open_; }
+  int64_t next_round() const { return round_; }
+  int32_t committed_length() const { return static_cast<int32_t>(tokens_.size()); }
+  const std::vector<TokenId>& committed() const { return tokens_; }
+  const KvSeq& kv() const { return kv_; }
+
+ private:
+  KvPool& pool_;
+  const ModelConfig& config_;
+  bool open_ = false;
+  SessionSpec spec_;
+  std::vector<TokenId> tokens_;  // committed sequence, prompt included; back() is pending
+  KvSeq kv_;                     // holds tokens_[0 .. size-2]
+  int64_t round_ = 0;
+  bool in_flight_ = false;
+  Proposal proposal_;            // the round being verified
+  std::vector<TokenId> feed_;    // [pending, d1..dK]
+};
+
+}  // namespace specserve

@@ -1,0 +1,215 @@
+// The forward pass against golden.json (fp32 on the same weights, checked by
+// an independent implementation), plus ragged batching and rollback.
+#include <algorithm>
+#include <fstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "common/backend.h"
+#include "common/weights.h"
+#include "tests/test_paths.h"
+
+namespace specserve {
+namespace {
+
+using nlohmann::json;
+
+int32_t ArgmaxRow(const float* row, int32_t n) {
+  return static_cast<int32_t>(std::max_element(row, row + n) - row);
+}
+
+json LoadGolden() {
+  std::string p = testing::SharedPath("golden/golden.json");
+  if (p.empty()) return json();
+  std::ifstream in(p);
+  return json::parse(in);
+}
+
+std::string ModelPath(const std::string& name) {
+  std::string bundled = testing::BundledModel(name + ".gguf");
+  if (std::ifstream(bundled).good()) return bundled;
+  return testing::SharedPath("models/" + name + ".gguf");
+}
+
+class GoldenTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GoldenTest, TopLogitsAndGreedyContinuation) {
+  const json golden = LoadGolden();
+  if (golden.is_null()) GTEST_SKIP() << "../shared/golden/golden.json not present";
+  const std::string path = ModelPath(GetParam());
+  if (path.empty()) GTEST_SKIP() << GetParam() << " not present";
+  auto model = Model::Load(path);
+  ASSERT_TRUE(model.ok()) << model.status();
+  BackendOptions opts;
+  opts.threads = 2;
+  auto backend = MakeCpuBackend(**model, opts);
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  Backend& b = **backend;
+  const int32_t V = (*model)->config.vocab;
+  for (const json& p : golden["prompts"]) {
+    const json& ref = p["models"][GetParam()];
+    std::vector<TokenId> ids = p["ids"].get<std::vector<TokenId>>();
+    KvSeq seq;
+    std::vector<float> logits;
+    ASSERT_TRUE(b.Forward({ForwardSeq{&seq, ids, 1}}, &logits).ok());
+    for (const json& kv : ref["last_logits_top5"]) {
+      const int id = kv[0].get<int>();
+      const float want = kv[1].get<float>();
+      EXPECT_NEAR(logits[id], want, 1e-3 * std::max(1.0f, std::abs(want)))
+          << GetParam() << " prompt " << p["id"] << " token " << id;
+    }
+    EXPECT_EQ(ArgmaxRow(logits.data(), V), ref["last_logits_top5"][0][0].get<int>());
+    std::vector<TokenId> out;
+    const auto want = ref["greedy_32"].get<std::vector<TokenId>>();
+    TokenId next = ArgmaxRow(logits.data(), V);
+    while (out.size() < want.size()) {
+      out.push_back(next);
+      TokenId in[1] = {next};
+      ASSERT_TRUE(b.Forward({ForwardSeq{&seq, in, 1}}, &logits).ok());
+      next = ArgmaxRow(logits.data(), V);
+    }
+    EXPECT_EQ(out, want) << GetParam() << " prompt " << p["id"];
+    b.kv_pool().Release(seq);
+  }
+  EXPECT_EQ(b.kv_pool().used_blocks(), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, GoldenTest,
+                         ::testing::Values("code-draft-1m", "code-target-7m", "code-target-14m"),
+                         [](const auto& info) {
+                           std::string s = info.param;
+                           std::replace(s.begin(), s.end(), '-', '_');
+                           return s;
+                         });
+
+struct Loaded {
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Backend> backend;
+};
+
+Loaded LoadTarget(int threads = 1) {
+  auto m = Model::Load(testing::BundledModel("code-target-7m.gguf"));
+  EXPECT_TRUE(m.ok()) << m.status();
+  BackendOptions o;
+  o.threads = threads;
+  auto b = MakeCpuBackend(**m, o);
+  EXPECT_TRUE(b.ok());
+  return {std::move(*m), std::move(*b)};
+}
+
+std::vector<TokenId> Prompt(int n, int salt) {
+  std::vector<TokenId> ids{1};
+  for (int i = 1; i < n; ++i) ids.push_back(100 + (i * 37 + salt * 101) % 3000);
+  return ids;
+}
+
+TEST(ForwardTest, RaggedBatchMatchesEachAlone) {
+  Loaded l = LoadTarget(2);
+  const int32_t V = l.model->config.vocab;
+  std::vector<std::vector<TokenId>> prompts = {Prompt(7, 1), Prompt(30, 2), Prompt(1, 3), Prompt(13, 4)};
+  // Alone: all positions' logits of each prompt.
+  std::vector<std::vector<float>> alone;
+  for (auto& p : prompts) {
+    KvSeq s;
+    std::vector<float> lg;
+    ASSERT_TRUE(l.backend->Forward({ForwardSeq{&s, p, static_cast<int32_t>(p.size())}}, &lg).ok());
+    alone.push_back(lg);
+    l.backend->kv_pool().Release(s);
+  }
+  // Together, with a second step where sequences sit at different depths.
+  std::vector<KvSeq> seqs(prompts.size());
+  std::vector<ForwardSeq> batch;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    batch.push_back({&seqs[i], prompts[i], static_cast<int32_t>(prompts[i].size())});
+  }
+  std::vector<float> lg;
+  ASSERT_TRUE(l.backend->Forward(batch, &lg).ok());
+  size_t row = 0;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    for (size_t j = 0; j < prompts[i].size(); ++j, ++row) {
+      for (int v = 0; v < V; v += 97) {
+        ASSERT_NEAR(lg[row * V + v], alone[i][j * V + v], 1e-4) << "seq " << i << " pos " << j;
+      }
+    }
+  }
+  for (auto& s : seqs) l.backend->kv_pool().Release(s);
+  EXPECT_EQ(l.backend->kv_pool().used_blocks(), 0);
+}
+
+TEST(ForwardTest, TruncateIsAnExactRollback) {
+  Loaded l = LoadTarget(1);
+  const int32_t V = l.model->config.vocab;
+  const std::vector<TokenId> tokens = Prompt(60, 9);
+  // Decode tokens one at a time from position `from` to `to`, returning the
+  // logits after each step: [to - from, V].
+  auto decode = [&](KvSeq& s, int from, int to) {
+    std::vector<float> all, lg;
+    for (int i = from; i < to; ++i) {
+      EXPECT_TRUE(l.backend->Forward({ForwardSeq{&s, {&tokens[i], 1}, 1}}, &lg).ok());
+      all.insert(all.end(), lg.begin(), lg.end());
+    }
+    return all;
+  };
+  // Reference: a run that never goes past position 30.
+  KvSeq ref;
+  decode(ref, 0, 20);
+  const std::vector<float> want = decode(ref, 20, 30);
+  // Decode 40 tokens with different content past position 20, roll back to 20, redo.
+  KvSeq s;
+  decode(s, 0, 20);
+  std::vector<TokenId> detour(20, 777);
+  std::vector<float> lg;
+  ASSERT_TRUE(l.backend->Forward({ForwardSeq{&s, detour, 1}}, &lg).ok());
+  EXPECT_EQ(s.length, 40);
+  EXPECT_EQ(s.blocks.size(), 3u);
+  l.backend->kv_pool().Truncate(s, 20);
+  EXPECT_EQ(s.length, 20);
+  EXPECT_EQ(s.blocks.size(), 2u);  // blocks past the committed length went back
+  const std::vector<float> got = decode(s, 20, 30);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], want[i]) << "row " << i / V;
+  for (KvSeq* k : {&ref, &s}) l.backend->kv_pool().Release(*k);
+  EXPECT_EQ(l.backend->kv_pool().used_blocks(), 0);
+}
+
+TEST(ForwardTest, BadInputIsRefusedAndNothingChanges) {
+  Loaded l = LoadTarget(1);
+  KvSeq s;
+  std::vector<float> lg;
+  std::vector<TokenId> bad = {1, 5, 99999};
+  absl::Status st = l.backend->Forward({ForwardSeq{&s, bad, 1}}, &lg);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("99999"), std::string::npos);
+  std::vector<TokenId> neg = {1, -1};
+  EXPECT_EQ(l.backend->Forward({ForwardSeq{&s, neg, 1}}, &lg).code(), absl::StatusCode::kInvalidArgument);
+  std::vector<TokenId> huge(l.model->config.n_ctx + 1, 5);
+  EXPECT_EQ(l.backend->Forward({ForwardSeq{&s, huge, 1}}, &lg).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.length, 0);
+  EXPECT_EQ(l.backend->kv_pool().used_blocks(), 0);
+}
+
+TEST(ForwardTest, FullPoolIsResourceExhausted) {
+  auto m = Model::Load(testing::BundledModel("code-target-7m.gguf"));
+  ASSERT_TRUE(m.ok());
+  BackendOptions o;
+  o.kv_blocks = 4;
+  o.kv_block_size = 16;
+  auto b = MakeCpuBackend(**m, o);
+  ASSERT_TRUE(b.ok());
+  KvSeq a, c;
+  std::vector<float> lg;
+  std::vector<TokenId> p = Prompt(40, 1);  // 3 blocks
+  ASSERT_TRUE((*b)->Forward({ForwardSeq{&a, p, 1}}, &lg).ok());
+  absl::Status st = (*b)->Forward({ForwardSeq{&c, p, 1}}, &lg);
+  EXPECT_EQ(st.code(), absl::StatusCode::kResourceExhausted) << st;
+  EXPECT_EQ(c.length, 0);
+  EXPECT_TRUE(c.blocks.empty());
+  (*b)->kv_pool().Release(a);
+  EXPECT_EQ((*b)->kv_pool().used_blocks(), 0);
+  ASSERT_TRUE((*b)->Forward({ForwardSeq{&c, p, 1}}, &lg).ok());
+  (*b)->kv_pool().Release(c);
+}
+
+}  // namespace
+}  // namespace specserve

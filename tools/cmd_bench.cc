@@ -1,0 +1,135 @@
+// `specserve bench`: prefill and decode speed of each model at 1 and 2
+// threads, decoding both from an empty context and at a depth of several
+// hundred tokens (where a verify pass actually runs). A benchmark, not a test.
+#include <sys/resource.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_split.h"
+#include "common/backend.h"
+#include "common/cli_args.h"
+#include "common/status_macros.h"
+#include "common/weights.h"
+#include "tools/commands.h"
+
+namespace specserve::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Row {
+  std::string model;
+  int threads;
+  double prefill_tps, decode_tps, decode_deep_tps, verify9_deep_tps;
+};
+
+// Decodes `n` tokens one at a time from the current cache; tokens/s.
+absl::StatusOr<double> DecodeSpeed(Backend& b, KvSeq& seq, int n) {
+  std::vector<float> logits;
+  const auto t0 = Clock::now();
+  for (int i = 0; i < n; ++i) {
+    TokenId in[1] = {static_cast<TokenId>(100 + (i * 131) % 3000)};
+    RETURN_IF_ERROR(b.Forward({ForwardSeq{&seq, in, 1}}, &logits));
+  }
+  return n / std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+absl::StatusOr<Row> Measure(const std::string& path, int threads, int prompt_len, int depth) {
+  ASSIGN_OR_RETURN(auto model, Model::Load(path));
+  BackendOptions o;
+  o.threads = threads;
+  ASSIGN_OR_RETURN(auto b, MakeCpuBackend(*model, o));
+  Row r{model->config.name.empty() ? path : model->config.name, threads, 0, 0, 0, 0};
+  std::vector<TokenId> prompt{1};
+  for (int i = 1; i < std::max(prompt_len, depth); ++i) prompt.push_back(100 + (i * 37) % 3000);
+  std::vector<float> logits;
+  // Prefill (best of 3).
+  for (int rep = 0; rep < 3; ++rep) {
+    KvSeq s;
+    std::vector<TokenId> p(prompt.begin(), prompt.begin() + prompt_len);
+    const auto t0 = Clock::now();
+    RETURN_IF_ERROR(b->Forward({ForwardSeq{&s, p, 1}}, &logits));
+    r.prefill_tps = std::max(r.prefill_tps, prompt_len / std::chrono::duration<double>(Clock::now() - t0).count());
+    b->kv_pool().Release(s);
+  }
+  {
+    KvSeq s;
+    std::vector<TokenId> bos{1};
+    RETURN_IF_ERROR(b->Forward({ForwardSeq{&s, bos, 1}}, &logits));
+    ASSIGN_OR_RETURN(r.decode_tps, DecodeSpeed(*b, s, 128));
+    b->kv_pool().Release(s);
+  }
+  {
+    KvSeq s;
+    std::vector<TokenId> p(prompt.begin(), prompt.begin() + depth);
+    RETURN_IF_ERROR(b->Forward({ForwardSeq{&s, p, 1}}, &logits));
+    ASSIGN_OR_RETURN(r.decode_deep_tps, DecodeSpeed(*b, s, 64));
+    // Verify passes of 9 tokens (K = 8) at the same depth, rolled back each time.
+    const int32_t base = s.length;
+    std::vector<TokenId> block(9, 500);
+    const auto t0 = Clock::now();
+    const int reps = 32;
+    for (int i = 0; i < reps; ++i) {
+      RETURN_IF_ERROR(b->Forward({ForwardSeq{&s, block, 9}}, &logits));
+      b->kv_pool().Truncate(s, base);
+    }
+    r.verify9_deep_tps = reps / std::chrono::duration<double>(Clock::now() - t0).count();
+    b->kv_pool().Release(s);
+  }
+  return r;
+}
+
+}  // namespace
+
+int Bench(int argc, char** argv) {
+  CliArgs args("usage: specserve bench [--models A.gguf,B.gguf] [--json FILE]");
+  args.Flag("models", "models/code-draft-1m.gguf,models/code-target-7m.gguf,../shared/models/code-target-14m.gguf",
+            "comma-separated GGUF files (missing ones are skipped)");
+  args.Flag("threads", "1,2", "comma-separated thread counts");
+  args.Flag("prompt-len", "256", "prefill length");
+  args.Flag("depth", "430", "context depth for the deep decode and verify figures");
+  args.Flag("json", "", "also write the results as JSON to this file");
+  if (auto s = args.Parse(argc, argv, 2); !s.ok()) return std::fprintf(stderr, "%s\n", s.ToString().c_str()), 2;
+  if (args.help()) return std::puts(args.HelpText().c_str()), 0;
+  auto plen = args.Int("prompt-len", 1, 1000);
+  auto depth = args.Int("depth", 1, 900);
+  if (!plen.ok() || !depth.ok()) return std::fprintf(stderr, "bad --prompt-len or --depth\n"), 2;
+  std::vector<Row> rows;
+  std::printf("%-22s %7s %12s %12s %14s %16s\n", "model", "threads", "prefill t/s", "decode t/s",
+              "decode@depth", "verify9@depth/s");
+  for (const std::string& path : std::vector<std::string>(absl::StrSplit(args.Str("models"), ',', absl::SkipEmpty()))) {
+    if (!std::ifstream(path).good()) {
+      std::printf("%-22s (not found, skipped)\n", path.c_str());
+      continue;
+    }
+    for (const std::string& t : std::vector<std::string>(absl::StrSplit(args.Str("threads"), ',', absl::SkipEmpty()))) {
+      auto r = Measure(path, std::stoi(t), static_cast<int>(*plen), static_cast<int>(*depth));
+      if (!r.ok()) return std::fprintf(stderr, "%s: %s\n", path.c_str(), r.status().ToString().c_str()), 1;
+      std::printf("%-22s %7d %12.0f %12.0f %14.0f %16.0f\n", r->model.c_str(), r->threads, r->prefill_tps,
+                  r->decode_tps, r->decode_deep_tps, r->verify9_deep_tps);
+      rows.push_back(*r);
+    }
+  }
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  const double peak_mib = ru.ru_maxrss / 1024.0;
+  std::printf("peak resident memory: %.1f MiB\n", peak_mib);
+  if (args.Given("json")) {
+    nlohmann::json j = {{"peak_rss_mib", peak_mib}, {"depth", *depth}, {"prompt_len", *plen}, {"results", nlohmann::json::array()}};
+    for (const Row& r : rows) {
+      j["results"].push_back({{"model", r.model}, {"threads", r.threads}, {"prefill_tokens_per_s", r.prefill_tps},
+                              {"decode_tokens_per_s", r.decode_tps}, {"decode_tokens_per_s_at_depth", r.decode_deep_tps},
+                              {"verify9_passes_per_s_at_depth", r.verify9_deep_tps}});
+    }
+    std::ofstream(args.Str("json")) << j.dump(2) << "\n";
+  }
+  return 0;
+}
+
+}  // namespace specserve::cli

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs the Debian packages specserve builds against (skips what is there).
+set -euo pipefail
+pkgs=(build-essential cmake ninja-build ccache pkg-config git
+      libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
+      libabsl-dev prometheus-cpp-dev libgtest-dev libgmock-dev libbenchmark-dev
+      nlohmann-json3-dev python3 python3-grpcio curl)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  $SUDO apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
