@@ -179,7 +179,8 @@ class GgufParser {
       return absl::InvalidArgumentError(
           absl::StrFormat("duplicate metadata key '%s' at offset %d", key, at));
     }
-    ASSIGN_OR_RETURN(const uint32_t type, cur_.Read<uint32_t>(absl::StrCat("the type of '", key, "'")));
+    ASSIGN_OR_RETURN(const uint32_t type,
+                     cur_.Read<uint32_t>(absl::StrCat("the type of '", key, "'")));
     GgufValue value;
     RETURN_IF_ERROR(ParseValue(key, type, &value));
     if (key == "general.alignment") RETURN_IF_ERROR(SetAlignment(value));
@@ -325,7 +326,8 @@ class GgufParser {
     t.n_dims = static_cast<int>(n_dims);
     int64_t nelements = 1;
     for (uint32_t d = 0; d < n_dims; ++d) {
-      ASSIGN_OR_RETURN(const int64_t ne, cur_.Read<int64_t>(absl::StrCat("ne[", d, "] of ", label)));
+      ASSIGN_OR_RETURN(const int64_t ne,
+                       cur_.Read<int64_t>(absl::StrCat("ne[", d, "] of ", label)));
       if (ne <= 0) {
         return absl::InvalidArgumentError(absl::StrFormat(
             "%s dimension ne[%d] is %d (dims must be > 0)", label, d, ne));
@@ -415,7 +417,9 @@ std::string_view GgufValueTypeName(GgufValueType t) {
 }
 
 absl::StatusOr<std::unique_ptr<GgufFile>> GgufFile::Open(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO passed by mistake must not hang the open (it is then
+  // refused as not a regular file); it has no effect on regular files.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     return absl::NotFoundError(absl::StrCat("cannot open ", path, ": ", std::strerror(errno)));
   }

@@ -53,7 +53,9 @@ void SelectTop(const float* logits, int32_t vocab, size_t m, std::vector<uint64_
   }
   const size_t limit = 2 * m + 256;
   uint64_t floor = 0;  // every key is > 0 (even -inf maps to 0x007fffff << 32)
+  float floor_logit = -INFINITY;  // the floor's logit: a cheap float pre-test
   for (int32_t i = 0; i < vocab; ++i) {
+    if (logits[i] < floor_logit) continue;  // false for NaN: those take the exact test
     const uint64_t key = RankKey(logits[i], i);
     if (key <= floor) continue;
     out->push_back(key);
@@ -61,6 +63,7 @@ void SelectTop(const float* logits, int32_t vocab, size_t m, std::vector<uint64_
       std::nth_element(out->begin(), out->begin() + (m - 1), out->end(), kBefore);
       out->resize(m);
       floor = (*out)[m - 1];
+      floor_logit = logits[KeyId(floor)];
     }
   }
   if (out->size() > m) {
@@ -148,8 +151,10 @@ void TargetDistribution(const float* logits, int32_t vocab, const SamplingParams
     const size_t pool = use_top_k ? params.top_k : vocab;
     const double target = static_cast<double>(params.top_p) * DenseSum(e, vocab);
     const uint64_t cutoff = TopPCutoff(logits, vocab, pool, e, target);
+    const float cutoff_logit = logits[KeyId(cutoff)];
     for (int32_t i = 0; i < vocab; ++i) {
-      if (e[i] != 0.0f && RankKey(logits[i], i) < cutoff) e[i] = 0.0f;
+      if (e[i] == 0.0f || logits[i] > cutoff_logit) continue;  // cheap float pre-test
+      if (RankKey(logits[i], i) < cutoff) e[i] = 0.0f;
     }
   }
   const double total = DenseSum(e, vocab);  // >= 1: the argmax has weight expf(0)

@@ -2,7 +2,9 @@
 
 #include <chrono>
 
+#include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "coordinator/ngram_drafter.h"
 
 namespace specserve {
 namespace {
@@ -60,6 +62,27 @@ absl::StatusOr<RoundResult> LocalVerifier::Verify(int64_t round, const Proposal&
   ASSIGN_OR_RETURN(RoundResult r, session_.FinishVerify(logits_.data()));
   r.compute_seconds = Since(t0);
   return r;
+}
+
+absl::StatusOr<DrafterKind> ParseDrafterKind(const std::string& s) {
+  if (s == "model") return DrafterKind::kModel;
+  if (s == "ngram") return DrafterKind::kNgram;
+  if (s == "none") return DrafterKind::kNone;
+  return absl::InvalidArgumentError(absl::StrCat("unknown drafter '", s, "' (model, ngram or none)"));
+}
+
+absl::StatusOr<LoopStats> GenerateInProcess(Backend& target, Backend* draft, DrafterKind kind,
+                                            const SessionSpec& spec, LoopOptions& opts) {
+  LocalVerifier verifier(target);
+  std::unique_ptr<Drafter> drafter;
+  if (kind == DrafterKind::kModel) {
+    if (draft == nullptr) return absl::InvalidArgumentError("drafter 'model' needs a draft model");
+    drafter = std::make_unique<LocalDrafter>(*draft);
+  } else if (kind == DrafterKind::kNgram) {
+    drafter = std::make_unique<NgramDrafter>();
+  }
+  if (!opts.make_fallback) opts.make_fallback = [] { return std::make_unique<NgramDrafter>(); };
+  return RunSpeculative(spec, drafter.get(), verifier, opts);
 }
 
 }  // namespace specserve

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common/backend.h"
+#include "coordinator/round_loop.h"
 #include "coordinator/spec_api.h"
 #include "draft_service/draft_session.h"
 #include "target_service/target_session.h"
@@ -41,5 +42,13 @@ class LocalVerifier final : public Verifier {
   TargetSession session_;
   std::vector<float> logits_;
 };
+
+enum class DrafterKind { kModel, kNgram, kNone };
+absl::StatusOr<DrafterKind> ParseDrafterKind(const std::string& s);  // "model", "ngram", "none"
+
+// One request, in process: verifies on `target`, drafts on `draft` (needed
+// for kModel only). A model drafter that fails falls back to the n-gram one.
+absl::StatusOr<LoopStats> GenerateInProcess(Backend& target, Backend* draft, DrafterKind kind,
+                                            const SessionSpec& spec, LoopOptions& opts);
 
 }  // namespace specserve

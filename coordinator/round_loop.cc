@@ -81,6 +81,7 @@ absl::StatusOr<LoopStats> RunSpeculative(const SessionSpec& spec, Drafter* draft
     st.verify_compute_seconds += r.compute_seconds;
     if (proposed) ds.last = RoundResult{ds.round - 1, r.accepted, r.next_token};
     opts.k.Observe(drafted, r.accepted, draft_s, verify_s);
+    if (opts.on_round) opts.on_round(drafted, r.accepted);
     st.last_k = k;
     ++st.rounds;
     ++round;

@@ -21,6 +21,8 @@ struct LoopOptions {
   // Receives each round's committed tokens (already cut at a stop token or
   // the budget). Returning false ends the request (stop string, client gone).
   std::function<bool(absl::Span<const TokenId>)> on_tokens;
+  // Observes each round before its tokens are cut: K drafted, n accepted.
+  std::function<void(int32_t drafted, int32_t accepted)> on_round;
   // Called when the drafter fails; returns a replacement (the n-gram drafter)
   // or nullptr for plain target decoding. Output stays exact either way.
   std::function<std::unique_ptr<Drafter>()> make_fallback;

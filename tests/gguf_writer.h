@@ -151,7 +151,8 @@ class GgufWriter {
     return *this;
   }
   // An F32 tensor holding `values` (ne as given; product should match).
-  GgufWriter& F32Tensor(std::string name, std::vector<int64_t> ne, const std::vector<float>& values) {
+  GgufWriter& F32Tensor(std::string name, std::vector<int64_t> ne,
+                        const std::vector<float>& values) {
     std::string data(values.size() * sizeof(float), '\0');
     if (!values.empty()) std::memcpy(data.data(), values.data(), data.size());
     return Tensor({std::move(name), std::move(ne), 0, std::move(data), std::nullopt});

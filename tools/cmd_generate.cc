@@ -13,16 +13,13 @@
 #include "common/status_macros.h"
 #include "common/tokenizer.h"
 #include "common/weights.h"
+#include "coordinator/local_engines.h"
 #include "tools/commands.h"
 
 namespace specserve::cli {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double Seconds(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double>(b - a).count();
-}
+constexpr const char* kDrafterNames[] = {"model", "ngram", "none"};
 
 absl::Status Run(const CliArgs& args) {
   ASSIGN_OR_RETURN(auto model, Model::Load(args.Str("model")));
@@ -53,36 +50,60 @@ absl::Status Run(const CliArgs& args) {
     max_tokens = std::max<int64_t>(0, n_ctx - static_cast<int64_t>(ids.size()));
   }
 
+  std::unique_ptr<Model> draft_model;
+  std::unique_ptr<Backend> draft_backend;
+  ASSIGN_OR_RETURN(DrafterKind kind, ParseDrafterKind(args.Str("drafter")));
+  if (!args.Given("drafter")) kind = args.Given("draft") ? DrafterKind::kModel : DrafterKind::kNone;
+  if (kind == DrafterKind::kModel) {
+    if (!args.Given("draft")) return absl::InvalidArgumentError("--drafter model needs --draft D.gguf");
+    ASSIGN_OR_RETURN(draft_model, Model::Load(args.Str("draft")));
+    ASSIGN_OR_RETURN(auto draft_tok, Tokenizer::FromGguf(*draft_model->file));
+    RETURN_IF_ERROR(CheckSameVocabulary(*draft_tok, *tok));
+    ASSIGN_OR_RETURN(draft_backend, MakeBackend(*draft_model, bo));
+  }
+  LoopOptions opts;
+  if (args.Str("k") == "adaptive") {
+    opts.k = KPolicy::Adaptive();
+  } else {
+    ASSIGN_OR_RETURN(int64_t k, args.Int("k", 0, KPolicy::kMax));
+    opts.k = KPolicy::Fixed(static_cast<int32_t>(k));
+  }
+  opts.stop_tokens = {tok->eos()};
+  Detokenizer detok(*tok);
+  for (TokenId id : ids) detok.Push(id);  // the prompt is echoed as typed; this only primes spacing
+  opts.on_tokens = [&](absl::Span<const TokenId> committed) {
+    for (TokenId id : committed) std::fputs(detok.Push(id).c_str(), stdout);
+    std::fflush(stdout);
+    return true;
+  };
+  SessionSpec spec;
+  spec.prompt = ids;
+  spec.target = sp;
+  spec.max_new_tokens = static_cast<int32_t>(max_tokens);
+  spec.draft.temperature = sp.temperature;
+  if (args.Given("draft-temperature")) {
+    ASSIGN_OR_RETURN(double draft_temp, args.Double("draft-temperature", 0, 100));
+    spec.draft.temperature = static_cast<float>(draft_temp);
+  }
+
   std::fputs(prompt.c_str(), stdout);
   std::fflush(stdout);
-  KvSeq seq;
-  std::vector<float> logits;
-  Sampler sampler(sp);
-  Detokenizer detok(*tok);
-  detok.Push(ids.back());  // the prompt's text is already printed; only drop the leading-space rule
-  const auto t0 = Clock::now();
-  RETURN_IF_ERROR(backend->Forward({ForwardSeq{&seq, ids, 1}}, &logits));
-  const auto t1 = Clock::now();
-  int64_t produced = 0;
-  const int32_t V = model->config.vocab;
-  while (produced < max_tokens) {
-    const TokenId next = sampler.Sample(logits.data(), V, seq.length);
-    ++produced;
-    if (next == tok->eos()) break;
-    std::fputs(detok.Push(next).c_str(), stdout);
-    std::fflush(stdout);
-    if (produced == max_tokens) break;
-    TokenId in[1] = {next};
-    RETURN_IF_ERROR(backend->Forward({ForwardSeq{&seq, in, 1}}, &logits));
-  }
+  ASSIGN_OR_RETURN(LoopStats st, GenerateInProcess(*backend, draft_backend.get(), kind, spec, opts));
   std::fputs(detok.Flush().c_str(), stdout);
   std::fputs("\n", stdout);
-  const auto t2 = Clock::now();
-  backend->kv_pool().Release(seq);
-  std::fprintf(stderr, "\n[%s on %s] prompt %zu tokens at %.0f tokens/s, generated %lld tokens at %.0f tokens/s\n",
-               model->config.name.c_str(), backend->name().c_str(), ids.size(),
-               ids.size() / Seconds(t0, t1), static_cast<long long>(produced),
-               produced / std::max(1e-9, Seconds(t1, t2)));
+  std::fprintf(stderr, "\n[%s on %s, drafter %s] %zu prompt tokens, %lld generated in %.3f s: %.0f tokens/s, "
+               "time to first token %.1f ms\n",
+               model->config.name.c_str(), backend->name().c_str(), kDrafterNames[static_cast<int>(kind)], ids.size(),
+               static_cast<long long>(st.generated), st.total_seconds,
+               st.generated / std::max(1e-9, st.total_seconds - st.first_token_seconds) ,
+               st.first_token_seconds * 1e3);
+  if (kind != DrafterKind::kNone) {
+    std::fprintf(stderr, "acceptance %.3f (%lld of %lld drafted), %.2f tokens per target pass over %lld rounds, "
+                 "draft %.0f%% / verify %.0f%% of the time, last K %d, fallbacks %d\n",
+                 st.acceptance_rate(), static_cast<long long>(st.accepted), static_cast<long long>(st.drafted),
+                 st.tokens_per_pass(), static_cast<long long>(st.rounds), 100 * st.draft_seconds / st.total_seconds,
+                 100 * st.verify_seconds / st.total_seconds, st.last_k, st.fallbacks);
+  }
   return absl::OkStatus();
 }
 
@@ -99,6 +120,10 @@ int Generate(int argc, char** argv) {
   args.Flag("seed", "0", "random seed (same seed, same output)");
   args.Flag("threads", "1", "CPU threads");
   args.Flag("backend", "cpu", "cpu or cuda");
+  args.Flag("draft", "", "draft model GGUF (same vocabulary as --model)");
+  args.Flag("drafter", "none", "model, ngram or none (model when --draft is given)");
+  args.Flag("k", "4", "tokens drafted per round (0..16) or 'adaptive'");
+  args.Flag("draft-temperature", "", "the draft's own temperature (default: the target's)");
   if (auto s = args.Parse(argc, argv, 2); !s.ok()) {
     std::fprintf(stderr, "specserve generate: %s\n", s.ToString().c_str());
     return 2;
