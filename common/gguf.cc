@@ -29,18 +29,21 @@ constexpr int kMaxDims = 4;
 // convert explicitly for StrCat and for heterogeneous map lookups.
 absl::string_view A(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 
-// Byte size of a scalar value type; 8 (its length prefix) for a string; 0 for
-// an array or an unknown type.
-uint64_t ScalarBytes(uint32_t type) {
-  switch (static_cast<GgufValueType>(type)) {
-    case GgufValueType::kUint8: case GgufValueType::kInt8: case GgufValueType::kBool: return 1;
-    case GgufValueType::kUint16: case GgufValueType::kInt16: return 2;
-    case GgufValueType::kUint32: case GgufValueType::kInt32: case GgufValueType::kFloat32: return 4;
-    case GgufValueType::kUint64: case GgufValueType::kInt64: case GgufValueType::kFloat64:
-    case GgufValueType::kString: return 8;
-    default: return 0;
-  }
-}
+// Indexed by GgufValueType. `bytes`: a scalar's size, a string's length
+// prefix, 0 for an array.
+struct ValueTypeInfo {
+  std::string_view name;
+  uint64_t bytes;
+};
+constexpr ValueTypeInfo kValueTypes[] = {
+    {"uint8", 1},  {"int8", 1},   {"uint16", 2}, {"int16", 2}, {"uint32", 4},
+    {"int32", 4},  {"float32", 4}, {"bool", 1},  {"string", 8}, {"array", 0},
+    {"uint64", 8}, {"int64", 8},  {"float64", 8},
+};
+constexpr uint32_t kNumValueTypes = sizeof(kValueTypes) / sizeof(kValueTypes[0]);
+
+// 0 for an array or an unknown type number.
+uint64_t ScalarBytes(uint32_t type) { return type < kNumValueTypes ? kValueTypes[type].bytes : 0; }
 
 bool IsIntegerType(GgufValueType t) {
   switch (t) {
@@ -398,22 +401,8 @@ size_t GgufArray::size() const {
 size_t GgufTensor::row_bytes() const { return RowBytes(type, ne[0]); }
 
 std::string_view GgufValueTypeName(GgufValueType t) {
-  switch (t) {
-    case GgufValueType::kUint8: return "uint8";
-    case GgufValueType::kInt8: return "int8";
-    case GgufValueType::kUint16: return "uint16";
-    case GgufValueType::kInt16: return "int16";
-    case GgufValueType::kUint32: return "uint32";
-    case GgufValueType::kInt32: return "int32";
-    case GgufValueType::kFloat32: return "float32";
-    case GgufValueType::kBool: return "bool";
-    case GgufValueType::kString: return "string";
-    case GgufValueType::kArray: return "array";
-    case GgufValueType::kUint64: return "uint64";
-    case GgufValueType::kInt64: return "int64";
-    case GgufValueType::kFloat64: return "float64";
-  }
-  return "unknown";
+  const auto i = static_cast<uint32_t>(t);
+  return i < kNumValueTypes ? kValueTypes[i].name : "unknown";
 }
 
 absl::StatusOr<std::unique_ptr<GgufFile>> GgufFile::Open(const std::string& path) {
