@@ -12,8 +12,9 @@
 // a uniform lands within rounding distance of a CDF boundary):
 //   x_i = (logit_i - max_logit) / temperature   (float, IEEE division)
 //   e_i = expf(x_i)                              (float; NaN -> 0)
-//   sums of e_i in double, in ascending token id order
-//   p_i = float(double(e_i) / sum)
+//   sums of e_i in double, in ascending token id order (top-p's running
+//   mass alone runs in rank order, compared with top_p * sum)
+//   p_i = float(double(e_i) / sum over the kept tokens)
 #pragma once
 
 #include <cstdint>

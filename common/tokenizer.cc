@@ -6,6 +6,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "common/bpe_tokenizer.h"
 #include "common/spm_tokenizer.h"
 #include "common/status_macros.h"
 
@@ -82,9 +83,13 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromGguf(const GgufFile& f
     ASSIGN_OR_RETURN(SpmVocab vocab, ReadSpmVocab(f));
     return MakeSpmTokenizer(std::move(vocab));
   }
-  return absl::UnimplementedError(
-      absl::StrCat("tokenizer.ggml.model = \"", absl::Utf8SafeCHexEscape(*model),
-                   "\" is not supported; supported: \"llama\" (SentencePiece BPE)"));
+  if (*model == "gpt2") {
+    ASSIGN_OR_RETURN(BpeVocab vocab, ReadBpeVocab(f));
+    return MakeBpeTokenizer(std::move(vocab));
+  }
+  return absl::UnimplementedError(absl::StrCat(
+      "tokenizer.ggml.model = \"", absl::Utf8SafeCHexEscape(*model),
+      "\" is not supported; supported: \"llama\" (SentencePiece BPE), \"gpt2\" (byte-level BPE)"));
 }
 
 std::string Tokenizer::Decode(const std::vector<TokenId>& ids) const {

@@ -201,7 +201,10 @@ struct Outcome {
   int checks = 0, later_position_checks = 0;  // chi-square tests run; of them, positions >= 2
 };
 
-Outcome Simulate(const Config& c, const Verifier& verify, int64_t trials, uint64_t seed_base) {
+// sample_from: where the drafts really come from, if not c.q (a dishonest draft).
+Outcome Simulate(const Config& c, const Verifier& verify, int64_t trials, uint64_t seed_base,
+                 const std::vector<SparseDist>* sample_from = nullptr) {
+  const std::vector<SparseDist>& source = sample_from ? *sample_from : c.q;
   const int32_t v = c.vocab, k = c.k;
   const uint64_t first_position = 1000 + seed_base % 97;
   std::vector<std::vector<int64_t>> emitted(k + 1, std::vector<int64_t>(v, 0));
@@ -212,7 +215,8 @@ Outcome Simulate(const Config& c, const Verifier& verify, int64_t trials, uint64
   for (int64_t trial = 0; trial < trials; ++trial) {
     const uint64_t seed = seed_base * 1000003ull + static_cast<uint64_t>(trial);
     for (int32_t i = 0; i < k; ++i) {
-      drafts[i] = SampleSparse(c.q[i], UniformFloat(seed, first_position + i, RngPurpose::kDraftSample));
+      drafts[i] =
+          SampleSparse(source[i], UniformFloat(seed, first_position + i, RngPurpose::kDraftSample));
     }
     SamplingParams params = c.params;
     params.seed = seed;
@@ -302,7 +306,10 @@ TEST(VerifyStats, EmittedTokensFollowTheTargetDistribution) {
 
 // --- Test of the test ------------------------------------------------------
 
-enum class Bug { kNone, kResampleFromP, kReuseAcceptDraw, kBonusFromPreviousRow, kIgnoreTopK, kNeverAccept };
+enum class Bug {
+  kNone, kResampleFromP, kReuseAcceptDraw, kBonusFromPreviousRow, kIgnoreTopK, kNeverAccept,
+  kAcceptAbsentDraft,  // d_i missing from q_i: accept when p(d_i) > 0
+};
 
 // Verify rebuilt from the public pieces, with one bug switched on.
 absl::StatusOr<VerifyResult> BuggyVerify(const VerifyInput& in, Bug bug) {
@@ -315,10 +322,13 @@ absl::StatusOr<VerifyResult> BuggyVerify(const VerifyInput& in, Bug bug) {
     const uint64_t pos = in.first_position + i;
     TargetDistribution(row(i), in.vocab, rule, &p);
     const int32_t d = in.draft_tokens[i];
-    const float ua = UniformFloat(seed, pos, RngPurpose::kAccept);
-    if (bug != Bug::kNeverAccept && AcceptDraftToken(p[d], SparseProb(in.draft_dists[i], d), ua)) {
-      continue;
+    const float qd = SparseProb(in.draft_dists[i], d);
+    if (qd == 0.0f && bug != Bug::kAcceptAbsentDraft) {
+      return VerifyResult{i, SampleFromProbs(p.data(), in.vocab,
+                                             UniformFloat(seed, pos, RngPurpose::kResample))};
     }
+    const float ua = UniformFloat(seed, pos, RngPurpose::kAccept);
+    if (bug != Bug::kNeverAccept && AcceptDraftToken(p[d], qd, ua)) continue;  // p/0 = inf
     const float ur = bug == Bug::kReuseAcceptDraw ? ua : UniformFloat(seed, pos, RngPurpose::kResample);
     const bool from_p = bug == Bug::kResampleFromP || bug == Bug::kNeverAccept;
     return VerifyResult{i, from_p ? SampleFromProbs(p.data(), in.vocab, ur)
@@ -329,6 +339,42 @@ absl::StatusOr<VerifyResult> BuggyVerify(const VerifyInput& in, Bug bug) {
   return VerifyResult{in.k, SampleFromProbs(p.data(), in.vocab,
                                             UniformFloat(seed, in.first_position + in.k,
                                                          RngPurpose::kTargetSample))};
+}
+
+// A draft that samples from its full softmax but sends only its top-3,
+// renormalised, so d_i is sometimes absent from q_i. verify.h claims the
+// output stays exact (x ~ p ignoring d_i) because the true draft distribution
+// restricted to q's support is proportional to q.
+TEST(VerifyStats, DraftOutsideItsSentTopNStaysExact) {
+  std::mt19937_64 rng(99);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  Config c;
+  c.vocab = 12;
+  c.k = 4;
+  c.params = SamplingParams{.temperature = 1.0f, .top_p = 0.9f};
+  c.logits.resize(static_cast<size_t>(c.k + 1) * c.vocab);
+  for (float& l : c.logits) l = normal(rng);
+  FinishConfig(&c);
+  std::vector<SparseDist> full;
+  for (int32_t i = 0; i < c.k; ++i) {
+    std::vector<float> draft_logits(c.logits.begin() + i * c.vocab,
+                                    c.logits.begin() + (i + 1) * c.vocab);
+    for (float& l : draft_logits) l += 0.8f * normal(rng);
+    full.push_back(DraftDistribution(draft_logits.data(), c.vocab, 1.0f, c.vocab, 1.0f));
+    c.q.push_back(DraftDistribution(draft_logits.data(), c.vocab, 1.0f, 3, 1.0f));
+  }
+  const Outcome o = Simulate(c, [](const VerifyInput& in) { return Verify(in); }, kTrials, 5, &full);
+  EXPECT_EQ(o.errors, 0);
+  EXPECT_EQ(o.forbidden, 0);
+  EXPECT_GT(o.min_p_value, kMinPValue) << o.worst;
+  EXPECT_GE(o.checks, 4);
+  // The tempting alternative, accepting an absent d_i whenever p(d_i) > 0, is biased.
+  const Outcome naive = Simulate(
+      c, [](const VerifyInput& in) { return BuggyVerify(in, Bug::kAcceptAbsentDraft); }, kTrials,
+      5, &full);
+  EXPECT_LT(naive.min_p_value, 1e-8) << naive.worst;
+  std::printf("absent draft accepted when p > 0: min p %.3g at %s\n", naive.min_p_value,
+              naive.worst.c_str());
 }
 
 // vocab 8, k 3, distinct rows, top-k 6; drafts that disagree with the target.

@@ -1,0 +1,33 @@
+#include "rpc/metrics_server.h"
+
+#include <exception>
+
+#include "absl/strings/str_cat.h"
+
+namespace specserve::rpc {
+
+absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(int port, const std::string& host) {
+  auto m = std::unique_ptr<MetricsServer>(new MetricsServer());
+  if (port == 0) return m;
+  try {
+    m->exposer_ = std::make_unique<prometheus::Exposer>(absl::StrCat(host, ":", port));
+  } catch (const std::exception& e) {  // civetweb cannot bind: the port is taken
+    return absl::UnavailableError(absl::StrCat("cannot serve metrics on ", host, ":", port, ": ", e.what()));
+  }
+  m->exposer_->RegisterCollectable(m->registry_);
+  m->port_ = port;
+  return m;
+}
+
+prometheus::Histogram::BucketBoundaries LatencyBuckets() {
+  return {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+          0.1,    0.25,    0.5,    1,     2.5,    5,     10,   30};
+}
+
+prometheus::Histogram::BucketBoundaries CountBuckets(int n) {
+  prometheus::Histogram::BucketBoundaries b;
+  for (int i = 0; i <= n; ++i) b.push_back(i);
+  return b;
+}
+
+}  // namespace specserve::rpc

@@ -1,0 +1,112 @@
+#include "rpc/proto_convert.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace specserve::rpc {
+
+v1::SessionOpen SpecToProto(const SessionSpec& spec) {
+  v1::SessionOpen o;
+  o.mutable_prompt()->Add(spec.prompt.begin(), spec.prompt.end());
+  v1::SamplingRule* s = o.mutable_sampling();
+  s->set_temperature(spec.target.temperature);
+  s->set_top_k(spec.target.top_k);
+  s->set_top_p(spec.target.top_p);
+  s->set_seed(spec.target.seed);
+  v1::DraftRule* d = o.mutable_draft();
+  d->set_temperature(spec.draft.temperature);
+  d->set_top_n(spec.draft.top_n);
+  d->set_top_p(spec.draft.top_p);
+  o.set_max_new_tokens(spec.max_new_tokens);
+  return o;
+}
+
+SessionSpec SpecFromProto(const v1::SessionOpen& o) {
+  SessionSpec spec;
+  spec.prompt.assign(o.prompt().begin(), o.prompt().end());
+  spec.target.temperature = o.sampling().temperature();
+  spec.target.top_k = o.sampling().top_k();
+  spec.target.top_p = o.sampling().top_p();
+  spec.target.seed = o.sampling().seed();
+  // An absent DraftRule reads as all zeros; zero top_n / top_p mean "default".
+  spec.draft.temperature = o.draft().temperature();
+  spec.draft.top_n = o.draft().top_n() == 0 ? kDefaultDraftTopN : o.draft().top_n();
+  spec.draft.top_p = o.draft().top_p() == 0 ? 1.0f : o.draft().top_p();
+  spec.max_new_tokens = o.max_new_tokens();
+  return spec;
+}
+
+void DistToProto(const SparseDist& q, TokenId token, v1::SparseDist* out) {
+  out->Clear();
+  if (q.ids.size() == 1 && q.ids[0] == token && q.probs[0] == 1.0f) return;
+  out->mutable_ids()->Add(q.ids.begin(), q.ids.end());
+  out->mutable_probs()->Add(q.probs.begin(), q.probs.end());
+}
+
+absl::StatusOr<SparseDist> DistFromProto(const v1::SparseDist& q, TokenId token) {
+  if (q.ids_size() != q.probs_size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("draft distribution has ", q.ids_size(), " ids but ", q.probs_size(), " probabilities"));
+  }
+  if (q.ids_size() == 0) return SparseDist{{token}, {1.0f}};
+  return SparseDist{{q.ids().begin(), q.ids().end()}, {q.probs().begin(), q.probs().end()}};
+}
+
+absl::StatusOr<Proposal> ProposalFromProto(const google::protobuf::RepeatedField<int32_t>& tokens,
+                                           const google::protobuf::RepeatedPtrField<v1::SparseDist>& dists) {
+  if (tokens.size() != dists.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("proposal has ", tokens.size(), " tokens but ", dists.size(), " distributions"));
+  }
+  Proposal p;
+  p.tokens.assign(tokens.begin(), tokens.end());
+  p.dists.reserve(tokens.size());
+  for (int i = 0; i < tokens.size(); ++i) {
+    ASSIGN_OR_RETURN(SparseDist q, DistFromProto(dists[i], tokens[i]));
+    p.dists.push_back(std::move(q));
+  }
+  return p;
+}
+
+void ProposalToProto(const Proposal& p, google::protobuf::RepeatedField<int32_t>* tokens,
+                     google::protobuf::RepeatedPtrField<v1::SparseDist>* dists) {
+  tokens->Add(p.tokens.begin(), p.tokens.end());
+  for (size_t i = 0; i < p.tokens.size(); ++i) DistToProto(p.dists[i], p.tokens[i], dists->Add());
+}
+
+v1::TokenizerInfo TokenizerInfoFromVocab(const SpmVocab& v) {
+  v1::TokenizerInfo t;
+  t.set_model("llama");
+  for (const std::string& p : v.pieces) t.add_pieces(p);
+  t.mutable_scores()->Add(v.scores.begin(), v.scores.end());
+  for (TokenType ty : v.types) t.add_types(static_cast<int32_t>(ty));
+  t.set_bos(v.bos);
+  t.set_eos(v.eos);
+  t.set_unk(v.unk);
+  t.set_add_bos(v.add_bos);
+  t.set_add_space_prefix(v.add_space_prefix);
+  return t;
+}
+
+absl::StatusOr<SpmVocab> VocabFromTokenizerInfo(const v1::TokenizerInfo& t) {
+  if (t.model() != "llama") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tokenizer model \"", t.model(), "\" is not supported remotely (only \"llama\")"));
+  }
+  if (t.scores_size() != t.pieces_size() || t.types_size() != t.pieces_size()) {
+    return absl::InvalidArgumentError(absl::StrCat("tokenizer info has ", t.pieces_size(), " pieces, ",
+                                                   t.scores_size(), " scores and ", t.types_size(), " types"));
+  }
+  SpmVocab v;
+  v.pieces.assign(t.pieces().begin(), t.pieces().end());
+  v.scores.assign(t.scores().begin(), t.scores().end());
+  for (int32_t ty : t.types()) v.types.push_back(static_cast<TokenType>(ty));
+  v.bos = t.bos();
+  v.eos = t.eos();
+  v.unk = t.unk();
+  v.add_bos = t.add_bos();
+  v.add_space_prefix = t.add_space_prefix();
+  return v;  // MakeSpmTokenizer validates ids and types
+}
+
+}  // namespace specserve::rpc

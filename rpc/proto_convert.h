@@ -1,0 +1,38 @@
+// Conversions between the wire messages (proto/specserve/v1/internal.proto)
+// and the engine's structs (coordinator/spec_api.h, common/sampling.h,
+// common/spm_tokenizer.h). Everything read off the wire is checked here for
+// shape (matching lengths); range checks stay with the engine
+// (ValidateSessionSpec, ValidateSparseDist), so both paths refuse alike.
+#pragma once
+
+#include "absl/status/statusor.h"
+#include "common/spm_tokenizer.h"
+#include "coordinator/spec_api.h"
+#include "specserve/v1/internal.pb.h"
+
+namespace specserve::rpc {
+
+v1::SessionOpen SpecToProto(const SessionSpec& spec);
+SessionSpec SpecFromProto(const v1::SessionOpen& open);
+
+// A one-hot q at `token` travels with no entries (the greedy draft and the
+// n-gram drafter send only those), anything else as (ids, probs).
+void DistToProto(const SparseDist& q, TokenId token, v1::SparseDist* out);
+// INVALID_ARGUMENT when ids and probs differ in length.
+absl::StatusOr<SparseDist> DistFromProto(const v1::SparseDist& q, TokenId token);
+
+// Tokens and their distributions, as carried by VerifyRequest and Proposal.
+// INVALID_ARGUMENT when the counts differ.
+absl::StatusOr<Proposal> ProposalFromProto(
+    const google::protobuf::RepeatedField<int32_t>& tokens,
+    const google::protobuf::RepeatedPtrField<v1::SparseDist>& dists);
+void ProposalToProto(const Proposal& p, google::protobuf::RepeatedField<int32_t>* tokens,
+                     google::protobuf::RepeatedPtrField<v1::SparseDist>* dists);
+
+// The tokenizer travels as its GGUF metadata (pieces, scores, types, ids,
+// flags), so the coordinator rebuilds the same tokenizer with MakeSpmTokenizer.
+v1::TokenizerInfo TokenizerInfoFromVocab(const SpmVocab& vocab);
+// INVALID_ARGUMENT when the model is not "llama" or the arrays disagree in length.
+absl::StatusOr<SpmVocab> VocabFromTokenizerInfo(const v1::TokenizerInfo& info);
+
+}  // namespace specserve::rpc

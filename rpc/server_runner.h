@@ -1,0 +1,55 @@
+// What every specserve server does the same way: gRPC health
+// (grpc.health.v1, NOT_SERVING until the model is ready), server reflection
+// (so grpcurl works), message size caps, and the SIGTERM sequence (health
+// NOT_SERVING, refuse new sessions, let running ones finish up to a drain
+// timeout, then stop).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/status/statusor.h"
+
+namespace specserve::rpc {
+
+struct ServerOptions {
+  std::string listen = "0.0.0.0:0";         // HOST:PORT; port 0 picks a free one
+  int max_message_bytes = 64 << 20;          // both directions
+  double drain_seconds = 30;                 // SIGTERM: wait this long for running sessions
+};
+
+class GrpcServer {
+ public:
+  // Call first in main, before any thread exists: blocks SIGTERM and SIGINT
+  // in every thread (WaitForSignal takes them synchronously, so no handler
+  // runs in an arbitrary thread) and ignores SIGPIPE.
+  static void BlockTerminationSignals();
+  // Blocks until SIGTERM or SIGINT arrives; returns the signal number.
+  static int WaitForSignal();
+
+  // UNAVAILABLE when the address cannot be bound.
+  static absl::StatusOr<std::unique_ptr<GrpcServer>> Start(const ServerOptions& opts,
+                                                           const std::vector<grpc::Service*>& services);
+  ~GrpcServer();
+
+  void SetServing(bool serving);
+  int port() const { return port_; }
+
+  // The SIGTERM sequence. `refuse_new` makes new sessions fail with
+  // UNAVAILABLE; `active` counts the sessions still running. Returns after
+  // the server has stopped (calls still running at the deadline are cancelled).
+  void Drain(const std::function<void()>& refuse_new, const std::function<int()>& active);
+
+ private:
+  GrpcServer() = default;
+  ServerOptions opts_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+  bool stopped_ = false;
+};
+
+}  // namespace specserve::rpc

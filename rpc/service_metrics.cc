@@ -1,0 +1,65 @@
+#include "rpc/service_metrics.h"
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "rpc/metrics_server.h"
+
+namespace specserve::rpc {
+namespace {
+
+prometheus::Labels Role(const std::string& role) { return {{"role", role}}; }
+
+}  // namespace
+
+ServiceMetrics::ServiceMetrics(prometheus::Registry& r, const std::string& role)
+    : active_sessions(prometheus::BuildGauge()
+                          .Name("specserve_active_sessions")
+                          .Help("Sessions open on this service")
+                          .Labels(Role(role))
+                          .Register(r)
+                          .Add({})),
+      kv_blocks_used(prometheus::BuildGauge()
+                         .Name("specserve_kv_blocks_used")
+                         .Help("KV cache blocks holding keys and values")
+                         .Labels(Role(role))
+                         .Register(r)
+                         .Add({})),
+      kv_blocks_total(prometheus::BuildGauge()
+                          .Name("specserve_kv_blocks_total")
+                          .Help("KV cache blocks in the pool")
+                          .Labels(Role(role))
+                          .Register(r)
+                          .Add({})),
+      batch_size(prometheus::BuildHistogram()
+                     .Name("specserve_batch_size")
+                     .Help("Sequences per forward pass (continuous batching)")
+                     .Labels(Role(role))
+                     .Register(r)
+                     .Add({}, prometheus::Histogram::BucketBoundaries{1, 2, 4, 8, 16, 32, 64, 128})),
+      forward_seconds(prometheus::BuildHistogram()
+                          .Name("specserve_forward_duration_seconds")
+                          .Help("Wall time of one batched forward pass")
+                          .Labels(Role(role))
+                          .Register(r)
+                          .Add({}, LatencyBuckets())),
+      rollback_tokens(prometheus::BuildCounter()
+                          .Name("specserve_rollback_tokens_total")
+                          .Help("KV positions truncated by rollbacks (rejected draft tokens)")
+                          .Labels(Role(role))
+                          .Register(r)
+                          .Add({})),
+      sessions_(prometheus::BuildCounter()
+                    .Name("specserve_sessions_total")
+                    .Help("Sessions by how they ended")
+                    .Labels(Role(role))
+                    .Register(r)) {}
+
+prometheus::Counter& ServiceMetrics::Sessions(const std::string& status) {
+  return sessions_.Add({{"status", status}});  // Add returns the existing child for known labels
+}
+
+std::string StatusLabel(int grpc_code) {
+  return absl::AsciiStrToLower(absl::StatusCodeToString(static_cast<absl::StatusCode>(grpc_code)));
+}
+
+}  // namespace specserve::rpc

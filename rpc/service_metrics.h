@@ -1,0 +1,38 @@
+// The metrics every model service exports (DESIGN "Metrics"), each with a
+// constant label role="draft" or role="target" so one dashboard serves both.
+// Updated only by the scheduler thread, read by the exposer's thread
+// (prometheus-cpp metrics are thread-safe).
+#pragma once
+
+#include <string>
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+namespace specserve::rpc {
+
+struct ServiceMetrics {
+  ServiceMetrics(prometheus::Registry& registry, const std::string& role);
+
+  prometheus::Gauge& active_sessions;     // specserve_active_sessions
+  prometheus::Gauge& kv_blocks_used;      // specserve_kv_blocks_used
+  prometheus::Gauge& kv_blocks_total;     // specserve_kv_blocks_total
+  prometheus::Histogram& batch_size;      // specserve_batch_size: sequences per forward pass
+  prometheus::Histogram& forward_seconds; // specserve_forward_duration_seconds
+  prometheus::Counter& rollback_tokens;   // specserve_rollback_tokens_total: KV positions truncated
+
+  // specserve_sessions_total{status}: how sessions ended. status is a
+  // lowercase gRPC code name ("ok", "cancelled", "resource_exhausted", ...).
+  prometheus::Counter& Sessions(const std::string& status);
+
+ private:
+  prometheus::Family<prometheus::Counter>& sessions_;
+};
+
+// "OK" -> "ok", RESOURCE_EXHAUSTED -> "resource_exhausted", ... (a fixed, small set).
+std::string StatusLabel(int grpc_code);
+
+}  // namespace specserve::rpc

@@ -1,0 +1,202 @@
+// The skeleton both model services share: session admission on the gRPC
+// thread, then one scheduler thread that owns the backend, the KV pool and
+// every session, takes all queued events at once and runs one batched pass
+// per iteration (DESIGN "Inside a service"). A role (draft or target)
+// supplies its per-session State and four hooks; everything about streams,
+// limits, closing and metrics lives here once.
+//
+// Threads: OnOpen / OnMessage / OnEnd run on gRPC threads and only check and
+// enqueue. Everything else, `sessions_` included, belongs to the scheduler.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <thread>
+
+#include "common/verify.h"
+#include "rpc/admission.h"
+#include "rpc/batch_runner.h"
+#include "rpc/bidi_session.h"
+#include "rpc/model_host.h"
+#include "rpc/proto_convert.h"
+#include "rpc/service_metrics.h"
+#include "rpc/status_convert.h"
+#include "rpc/work_queue.h"
+
+namespace specserve::rpc {
+
+using Clock = std::chrono::steady_clock;
+
+inline double SecondsSince(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+template <class Req, class Resp, class State>
+class SessionService : public SessionSink<Req, Resp> {
+ public:
+  struct Entry {
+    std::shared_ptr<StreamHandle<Resp>> handle;
+    int32_t charged_blocks = 0;
+    State state;
+  };
+
+  ~SessionService() override { Stop(); }
+
+  // The model is loaded: start the scheduler and let sessions in.
+  void Attach(ModelHost* host, ServiceMetrics* metrics, int max_sessions) {
+    host_ = host;
+    metrics_ = metrics;
+    admission_ = std::make_unique<Admission>(max_sessions, host->backend->kv_pool().num_blocks());
+    metrics_->kv_blocks_total.Set(host->backend->kv_pool().num_blocks());
+    scheduler_ = std::thread([this] { Loop(); });
+    ready_.store(true);
+  }
+  void StartDraining() {
+    if (admission_) admission_->StartDraining();
+  }
+  int active() const { return admission_ ? admission_->active() : 0; }
+  bool ready() const { return ready_.load(); }
+  void Stop() {
+    queue_.Stop();
+    if (scheduler_.joinable()) scheduler_.join();
+  }
+
+  grpc::Status OnOpen(uint64_t id, const Req& first, std::shared_ptr<StreamHandle<Resp>> handle) override {
+    if (!ready_.load()) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "model is still loading");
+    if (!first.has_open()) {
+      return Refuse(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "the first message must be `open`"));
+    }
+    SessionSpec spec = SpecFromProto(first.open());
+    const ModelConfig& config = host_->backend->config();
+    if (absl::Status s = ValidateSessionSpec(spec, config); !s.ok()) return Refuse(ToGrpc(s));
+    // The longest sequence this session can hold: every token it may commit
+    // plus a full speculative block in flight.
+    const int64_t positions =
+        std::min<int64_t>(config.n_ctx, static_cast<int64_t>(spec.prompt.size()) + spec.max_new_tokens + kMaxVerifyK + 1);
+    const int32_t blocks = Admission::BlocksFor(positions, host_->backend->kv_pool().block_size());
+    if (absl::Status s = admission_->Admit(blocks); !s.ok()) return Refuse(ToGrpc(s));
+    Event e;
+    e.kind = Event::kOpen;
+    e.id = id;
+    e.spec = std::move(spec);
+    e.blocks = blocks;
+    e.handle = std::move(handle);
+    queue_.Push(std::move(e));
+    return grpc::Status::OK;
+  }
+
+  void OnMessage(uint64_t id, Req msg) override {
+    Event e;
+    e.kind = Event::kMessage;
+    e.id = id;
+    e.msg = std::move(msg);
+    queue_.Push(std::move(e));
+  }
+
+  void OnEnd(uint64_t id, bool cancelled) override {
+    Event e;
+    e.kind = Event::kEnd;
+    e.id = id;
+    e.cancelled = cancelled;
+    queue_.Push(std::move(e));
+  }
+
+  uint64_t NextStreamId() { return next_id_.fetch_add(1); }
+
+ protected:
+  // Role hooks, all on the scheduler thread.
+  // A new session (its spec already validated); may answer at once.
+  virtual absl::Status InitState(Entry& e, const SessionSpec& spec) = 0;
+  // A request for session `id` arrived at `received`; errors end the session.
+  virtual absl::Status Accept(uint64_t id, Entry& e, Req msg, Clock::time_point received) = 0;
+  virtual bool HasWork() const = 0;
+  // One batched pass over whatever is ready; ends sessions that fail.
+  virtual void Iterate() = 0;
+
+  // Frees a session's KV blocks and admission charge and ends its stream.
+  void EndSession(uint64_t id, const grpc::Status& status) {
+    auto it = sessions_.find(id);
+    if (it == sessions_.end()) return;
+    it->second.handle->Finish(status);
+    const int32_t blocks = it->second.charged_blocks;
+    sessions_.erase(it);  // the role state's destructor returns its KV blocks
+    admission_->Release(blocks);
+    metrics_->Sessions(StatusLabel(status.error_code())).Increment();
+  }
+
+  Backend& backend() { return *host_->backend; }
+  ServiceMetrics& metrics() { return *metrics_; }
+
+  std::map<uint64_t, Entry> sessions_;  // ordered by id: batches keep arrival order
+
+ private:
+  struct Event {
+    enum Kind { kOpen, kMessage, kEnd } kind = kOpen;
+    uint64_t id = 0;
+    SessionSpec spec;
+    int32_t blocks = 0;
+    std::shared_ptr<StreamHandle<Resp>> handle;
+    Req msg;
+    bool cancelled = false;
+    Clock::time_point received = Clock::now();
+  };
+
+  grpc::Status Refuse(const grpc::Status& s) {
+    metrics_->Sessions(StatusLabel(s.error_code())).Increment();
+    return s;
+  }
+
+  void Loop() {
+    std::deque<Event> events;
+    while (queue_.TakeAll(&events, !HasWork(), std::chrono::milliseconds(200))) {
+      for (Event& e : events) Apply(e);
+      events.clear();
+      Iterate();
+      metrics_->active_sessions.Set(static_cast<double>(sessions_.size()));
+      metrics_->kv_blocks_used.Set(backend().kv_pool().used_blocks());
+    }
+    // Stopped: whatever is left is cancelled (the server is already shut down).
+    while (!sessions_.empty()) {
+      EndSession(sessions_.begin()->first, grpc::Status(grpc::StatusCode::UNAVAILABLE, "server stopped"));
+    }
+    metrics_->active_sessions.Set(0);
+  }
+
+  void Apply(Event& e) {
+    switch (e.kind) {
+      case Event::kOpen: {
+        auto [it, inserted] = sessions_.try_emplace(e.id);
+        SPECSERVE_CHECK(inserted);
+        it->second.handle = std::move(e.handle);
+        it->second.charged_blocks = e.blocks;
+        if (absl::Status s = InitState(it->second, e.spec); !s.ok()) EndSession(e.id, ToGrpc(s));
+        break;
+      }
+      case Event::kMessage: {
+        auto it = sessions_.find(e.id);
+        if (it == sessions_.end()) return;  // ended already
+        absl::Status s = Accept(e.id, it->second, std::move(e.msg), e.received);
+        if (!s.ok()) EndSession(e.id, ToGrpc(s));
+        break;
+      }
+      case Event::kEnd:
+        EndSession(e.id, e.cancelled ? grpc::Status::CANCELLED : grpc::Status::OK);
+        break;
+    }
+  }
+
+  ModelHost* host_ = nullptr;
+  ServiceMetrics* metrics_ = nullptr;
+  std::unique_ptr<Admission> admission_;
+  std::atomic<bool> ready_{false};
+  std::atomic<uint64_t> next_id_{1};
+  WorkQueue<Event> queue_;
+  std::thread scheduler_;
+};
+
+}  // namespace specserve::rpc
