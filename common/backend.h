@@ -30,6 +30,9 @@ struct BackendOptions {
   std::string kind = "cpu";  // "cpu" or "cuda"
   int device = 0;            // CUDA device index
   int threads = 1;           // CPU worker threads (the caller's thread included)
+  // A pool to share with other backends in this process (a draft and a target
+  // taking turns on the same cores); overrides `threads` when set.
+  std::shared_ptr<class ThreadPool> shared_pool;
   int32_t kv_block_size = 16;
   int32_t kv_blocks = 0;     // 0: room for 8 full contexts
 };

@@ -21,7 +21,8 @@ class CpuBackend final : public Backend {
  public:
   CpuBackend(const Model& model, const BackendOptions& opts, int32_t kv_blocks)
       : model_(model), c_(model.config), w_(model.weights),
-        pool_(kv_blocks, opts.kv_block_size), threads_(opts.threads) {
+        pool_(kv_blocks, opts.kv_block_size), threads_ptr_(opts.shared_pool ? opts.shared_pool : std::make_shared<ThreadPool>(opts.threads)),
+        threads_(*threads_ptr_) {
     const size_t per_layer = static_cast<size_t>(kv_blocks) * opts.kv_block_size * c_.kv_dim();
     k_cache_.resize(c_.n_layer);
     v_cache_.resize(c_.n_layer);
@@ -93,8 +94,10 @@ class CpuBackend final : public Backend {
       cpu::AddBias(k_.data(), L.bk, T_, c_.kv_dim());
       cpu::AddBias(v_.data(), L.bv, T_, c_.kv_dim());
     }
-    const cpu::RopeParams rq{c_.n_head, c_.head_dim, c_.rope_dim, c_.rope_base, c_.rope_neox};
-    const cpu::RopeParams rk{c_.n_head_kv, c_.head_dim, c_.rope_dim, c_.rope_base, c_.rope_neox};
+    const cpu::RopeParams rq{c_.n_head, c_.head_dim, c_.rope_dim, c_.rope_base, c_.rope_neox,
+                             w_.rope_freqs, c_.rope_freq_scale};
+    const cpu::RopeParams rk{c_.n_head_kv, c_.head_dim, c_.rope_dim, c_.rope_base, c_.rope_neox,
+                             w_.rope_freqs, c_.rope_freq_scale};
     cpu::Rope(q_.data(), pos_.data(), T_, rq);
     cpu::Rope(k_.data(), pos_.data(), T_, rk);
     StoreKv(batch, l);
@@ -166,7 +169,8 @@ class CpuBackend final : public Backend {
   const ModelConfig& c_;
   const ModelWeights& w_;
   KvPool pool_;
-  ThreadPool threads_;
+  std::shared_ptr<ThreadPool> threads_ptr_;
+  ThreadPool& threads_;
   std::vector<std::vector<float>> k_cache_;  // [n_layer][num_blocks * block_size * kv_dim]
   std::vector<std::vector<float>> v_cache_;
 

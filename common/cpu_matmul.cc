@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "common/cpu_quant_dot.h"
 #include "common/fp16.h"
 
 namespace specserve {
@@ -29,28 +30,35 @@ inline __m256 Load8(const uint16_t* p) {
 inline float Widen(float v) { return v; }
 inline float Widen(uint16_t v) { return F16ToF32(v); }
 
-// Register-blocked micro-kernel: up to kTile weight rows times up to kTok
-// tokens. Each 8-wide chunk of a weight row is loaded (and widened) once per
-// kTok tokens, and each chunk of x once per kTile rows: 12 accumulators,
-// 4 + 3 loads per 12 FMAs.
+// Register-blocked micro-kernel: kTile weight rows times NTOK (<= 3) tokens.
+// Per 8-wide chunk: NTOK x loads, kTile widened weight loads, kTile * NTOK
+// FMAs, all 12 accumulators in registers (12 + 3 + 1 of the 16 ymm). NTOK is
+// a template parameter so the accumulators never spill to the stack.
 constexpr int kTok = 3;
 
-template <typename W>
-void MicroKernel(const W* const* w, int nrows, const float* x, int64_t ldx, int ntok, int64_t n,
-                 float* y, int64_t ldy) {
-  __m256 acc[kTok][kTile];
-  for (int t = 0; t < kTok; ++t)
+template <int NTOK, typename W>
+void MicroKernel(const W* const* w, const float* x, int64_t ldx, int64_t n, float* y, int64_t ldy, int nrows) {
+  __m256 acc[NTOK][kTile];
+  for (int t = 0; t < NTOK; ++t)
     for (int j = 0; j < kTile; ++j) acc[t][j] = _mm256_setzero_ps();
+  const W* w0 = w[0];
+  const W* w1 = w[1];
+  const W* w2 = w[2];
+  const W* w3 = w[3];
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    __m256 wv[kTile];
-    for (int j = 0; j < kTile; ++j) wv[j] = j < nrows ? Load8(w[j] + i) : _mm256_setzero_ps();
-    for (int t = 0; t < ntok; ++t) {
-      const __m256 xv = _mm256_loadu_ps(x + t * ldx + i);
-      for (int j = 0; j < kTile; ++j) acc[t][j] = _mm256_fmadd_ps(wv[j], xv, acc[t][j]);
-    }
+    __m256 xv[NTOK];
+    for (int t = 0; t < NTOK; ++t) xv[t] = _mm256_loadu_ps(x + t * ldx + i);
+    __m256 wv = Load8(w0 + i);
+    for (int t = 0; t < NTOK; ++t) acc[t][0] = _mm256_fmadd_ps(wv, xv[t], acc[t][0]);
+    wv = Load8(w1 + i);
+    for (int t = 0; t < NTOK; ++t) acc[t][1] = _mm256_fmadd_ps(wv, xv[t], acc[t][1]);
+    wv = Load8(w2 + i);
+    for (int t = 0; t < NTOK; ++t) acc[t][2] = _mm256_fmadd_ps(wv, xv[t], acc[t][2]);
+    wv = Load8(w3 + i);
+    for (int t = 0; t < NTOK; ++t) acc[t][3] = _mm256_fmadd_ps(wv, xv[t], acc[t][3]);
   }
-  for (int t = 0; t < ntok; ++t) {
+  for (int t = 0; t < NTOK; ++t) {
     for (int j = 0; j < nrows; ++j) {
       float s = HorizontalSum(acc[t][j]);
       for (int64_t k = i; k < n; ++k) s += Widen(w[j][k]) * x[t * ldx + k];
@@ -59,13 +67,17 @@ void MicroKernel(const W* const* w, int nrows, const float* x, int64_t ldx, int 
   }
 }
 
+// rows[0..nrows) are real; missing rows of a short last tile repeat row 0
+// (computed, never stored) so the kernel has no per-row branches.
 template <typename W>
-void TileAllTokens(const W* const* rows, int nrows, const float* x, int64_t T, int64_t n, float* y,
+void TileAllTokens(const W* const* rows_in, int nrows, const float* x, int64_t T, int64_t n, float* y,
                    int64_t ldy) {
-  for (int64_t t = 0; t < T; t += kTok) {
-    const int ntok = static_cast<int>(std::min<int64_t>(kTok, T - t));
-    MicroKernel(rows, nrows, x + t * n, n, ntok, n, y + t * ldy, ldy);
-  }
+  const W* rows[kTile];
+  for (int j = 0; j < kTile; ++j) rows[j] = rows_in[j < nrows ? j : 0];
+  int64_t t = 0;
+  for (; t + 3 <= T; t += 3) MicroKernel<3>(rows, x + t * n, n, n, y + t * ldy, ldy, nrows);
+  if (T - t == 2) MicroKernel<2>(rows, x + t * n, n, n, y + t * ldy, ldy, nrows);
+  if (T - t == 1) MicroKernel<1>(rows, x + t * n, n, n, y + t * ldy, ldy, nrows);
 }
 
 void WidenF16Row(const uint16_t* src, float* dst, int64_t n) {
@@ -75,6 +87,8 @@ void WidenF16Row(const uint16_t* src, float* dst, int64_t n) {
 }
 
 void MatMulRows(const MatrixView& w, const float* x, int64_t T, float* y, int64_t r0, int64_t r1) {
+  // Q8_0 blocks are widened in registers while T is small (common/cpu_quant_dot.h).
+  if (w.type == GgmlType::kQ8_0 && T <= 12) return MatMulQ8_0Rows(w, x, T, y, r0, r1);
   const int64_t n = w.cols;
   // f16 rows are widened on the fly while T is small (decode, verify: the
   // weights dominate); for long prefills and quantized blocks a tile of rows

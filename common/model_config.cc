@@ -16,6 +16,35 @@ absl::StatusOr<int32_t> PositiveInt(const GgufFile& f, const std::string& key,
   return static_cast<int32_t>(v);
 }
 
+// 1 / factor for linear scaling, as llama.cpp reads it: the type defaults to
+// linear, and the factor comes from rope.scaling.factor or, in older files,
+// rope.scale_linear. Other types (yarn, longrope) change more than the angle
+// scale and are refused rather than run wrong.
+absl::StatusOr<float> RopeFreqScale(const GgufFile& f, const std::string& p) {
+  std::string type = "linear";
+  if (f.Has(p + "rope.scaling.type")) {
+    ASSIGN_OR_RETURN(type, f.GetString(p + "rope.scaling.type"));
+  }
+  if (type == "none") return 1.0f;
+  if (type != "linear") {
+    return absl::UnimplementedError(absl::StrCat(
+        "metadata ", p, "rope.scaling.type = '", type,
+        "' is not supported (supported: none, linear, and rope_freqs.weight factors)"));
+  }
+  double factor = 0.0;
+  if (f.Has(p + "rope.scaling.factor")) {
+    ASSIGN_OR_RETURN(factor, f.GetFloat(p + "rope.scaling.factor"));
+  } else if (f.Has(p + "rope.scale_linear")) {
+    ASSIGN_OR_RETURN(factor, f.GetFloat(p + "rope.scale_linear"));
+  }
+  if (factor == 0.0) return 1.0f;  // absent, or 0 as llama.cpp writes "no scaling"
+  if (!(factor > 0.0 && factor < 1e6)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("metadata ", p, "rope.scaling.factor = ", factor, " is out of range"));
+  }
+  return static_cast<float>(1.0 / factor);
+}
+
 }  // namespace
 
 absl::StatusOr<ModelConfig> ModelConfig::FromGguf(const GgufFile& f) {
@@ -68,6 +97,7 @@ absl::StatusOr<ModelConfig> ModelConfig::FromGguf(const GgufFile& f) {
   }
   c.rope_base = static_cast<float>(base);
   c.rms_eps = static_cast<float>(eps);
+  ASSIGN_OR_RETURN(c.rope_freq_scale, RopeFreqScale(f, p));
   c.rope_neox = c.arch == "qwen2";
   c.qkv_bias = c.arch == "qwen2";
   const GgufTensor* embd = f.FindTensor("token_embd.weight");

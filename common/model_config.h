@@ -22,6 +22,10 @@ struct ModelConfig {
   int32_t n_ctx = 0;         // context length the model was trained for
   int32_t rope_dim = 0;      // rotated dims per head (== head_dim here)
   float rope_base = 10000.f;
+  // Linear RoPE scaling from *.rope.scaling.{type,factor} (or the older
+  // *.rope.scale_linear): angles times 1 / factor. 1 when the file has none.
+  // Llama 3.1's per-frequency factors are a tensor (ModelWeights::rope_freqs).
+  float rope_freq_scale = 1.f;
   float rms_eps = 1e-5f;
   bool rope_neox = false;    // rotate-half pairs (i, i+d/2) instead of (2i, 2i+1)
   bool tied_output = true;   // no output.weight: logits use token_embd

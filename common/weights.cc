@@ -62,6 +62,16 @@ absl::StatusOr<ModelWeights> BindWeights(const GgufFile& f, const ModelConfig& c
   } else {
     ASSIGN_OR_RETURN(w.output, Matrix(f, "output.weight", c.vocab, c.n_embd));
   }
+  if (f.FindTensor("rope_freqs.weight") != nullptr) {
+    ASSIGN_OR_RETURN(w.rope_freqs, Vector(f, "rope_freqs.weight", c.rope_dim / 2, w));
+    for (int i = 0; i < c.rope_dim / 2; ++i) {
+      // A zero, negative or NaN divisor would turn every angle into NaN.
+      if (!(w.rope_freqs[i] > 0.f && w.rope_freqs[i] < 1e30f)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "tensor rope_freqs.weight[", i, "] = ", w.rope_freqs[i], " is not a positive factor"));
+      }
+    }
+  }
   w.layers.resize(c.n_layer);
   for (int i = 0; i < c.n_layer; ++i) {
     const std::string p = absl::StrCat("blk.", i, ".");

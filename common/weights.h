@@ -45,6 +45,9 @@ struct ModelWeights {
   std::vector<LayerWeights> layers;  // [n_layer]
   const float* output_norm = nullptr;// [n_embd]
   MatrixView output;                 // [vocab, n_embd] (== tok_embd when tied)
+  // Llama 3.1 RoPE frequency divisors, shared by every layer; nullptr when
+  // the file has no rope_freqs.weight.
+  const float* rope_freqs = nullptr; // [rope_dim / 2]
   // Vectors stored as F16/BF16 in the file are widened once into here.
   std::vector<std::unique_ptr<std::vector<float>>> owned;
 };

@@ -20,7 +20,11 @@ void Rope(float* x, const int32_t* positions, int64_t T, const RopeParams& p) {
   for (int64_t t = 0; t < T; ++t) {
     const double pos = positions[t];
     for (int32_t i = 0; i < half; ++i) {
-      const double theta = pos * std::pow(static_cast<double>(p.base), -2.0 * i / p.rope_dim);
+      // Multiplying and dividing by exactly 1 leaves theta unchanged, so
+      // files without scaling rotate bit-for-bit as before.
+      const double factor = p.freq_factors != nullptr ? p.freq_factors[i] : 1.0;
+      const double theta = pos * std::pow(static_cast<double>(p.base), -2.0 * i / p.rope_dim) *
+                           p.freq_scale / factor;
       const float c = static_cast<float>(std::cos(theta));
       const float s = static_cast<float>(std::sin(theta));
       for (int32_t h = 0; h < p.n_heads; ++h) {

@@ -16,6 +16,13 @@ struct RopeParams {
   int32_t rope_dim;    // leading dims of each head that rotate
   float base;          // theta_i = pos * base^(-2i / rope_dim)
   bool neox;           // pairs (i, i + rope_dim/2) instead of (2i, 2i+1)
+  // Optional per-frequency divisors [rope_dim / 2] (Llama 3.1's
+  // rope_freqs.weight): theta_i = pos * base^(-2i / rope_dim) / freq_factors[i],
+  // as llama.cpp applies them. nullptr: all ones.
+  const float* freq_factors = nullptr;
+  // Linear position scaling (rope.scaling.type = linear): theta_i *= freq_scale,
+  // i.e. 1 / rope.scaling.factor.
+  float freq_scale = 1.0f;
 };
 // Rotates x [T, n_heads * head_dim] in place; positions: [T].
 void Rope(float* x, const int32_t* positions, int64_t T, const RopeParams& p);
