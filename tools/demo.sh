@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The main job on a fresh machine: set up, build, then run the local demo on
+# the bundled models (CPU): the target service, the draft service and the
+# coordinator as three processes on loopback, one streamed request through
+# them, and the acceptance figures from the coordinator's metrics endpoint.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SPECSERVE_CUDA=${SPECSERVE_CUDA:-OFF} bash tools/build.sh
+bin=build/bin
+prompt=${PROMPT:-$'def fibonacci(n):\n    """Return the n-th Fibonacci number."""\n'}
+
+if [ ! -x "$bin/specserve-coordinator" ]; then
+  echo "== in-process speculative decoding (services not built) =="
+  exec "$bin/specserve" generate --model models/code-target-7m.gguf --draft models/code-draft-1m.gguf \
+    --k adaptive --max-tokens 200 --prompt "$prompt"
+fi
+
+logs=$(mktemp -d)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
+trap cleanup EXIT
+"$bin/specserve-target" --listen 127.0.0.1:50061 --model models/code-target-7m.gguf --metrics-port 9461 >"$logs/target.log" 2>&1 &
+pids+=($!)
+"$bin/specserve-draft" --listen 127.0.0.1:50062 --model models/code-draft-1m.gguf --metrics-port 9462 >"$logs/draft.log" 2>&1 &
+pids+=($!)
+"$bin/specserve-coordinator" --listen 127.0.0.1:50060 --target 127.0.0.1:50061 --draft 127.0.0.1:50062 \
+  --metrics-port 9460 >"$logs/coordinator.log" 2>&1 &
+pids+=($!)
+echo "== services starting (logs in $logs) =="
+"$bin/specserve-client" --coordinator 127.0.0.1:50060 --wait-ready 30 --max-tokens 200 --prompt "$prompt"
+echo
+echo "== coordinator metrics (http://127.0.0.1:9460/metrics) =="
+curl -s http://127.0.0.1:9460/metrics | grep -E '^specserve_(draft_tokens_(proposed|accepted)_total|generated_tokens_total|requests_total)' || true
