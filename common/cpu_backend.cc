@@ -125,24 +125,26 @@ class CpuBackend final : public Backend {
     }
   }
 
+  // Work items are (sequence, kv head): each reads its slice of the cache once
+  // for all of the sequence's new tokens and the query heads of its group.
   void Attend(absl::Span<const ForwardSeq> batch, int l) {
     const float scale = 1.0f / std::sqrt(static_cast<float>(c_.head_dim));
-    threads_.ParallelFor(T_ * c_.n_head, 4, [&](int64_t begin, int64_t end) {
+    const int64_t items = static_cast<int64_t>(batch.size()) * c_.n_head_kv;
+    threads_.ParallelFor(items, 1, [&](int64_t begin, int64_t end) {
       thread_local std::vector<float> scratch;
-      scratch.resize(c_.n_ctx + 1);
-      int64_t item = begin;
-      while (item < end) {
-        const int64_t t = item / c_.n_head;
-        const int32_t s = seq_of_[t];
+      for (int64_t item = begin; item < end;) {
+        const int64_t s = item / c_.n_head_kv;
+        const int64_t stop = std::min(end, (s + 1) * c_.n_head_kv);
         const int64_t first = seq_first_[s];
-        const int64_t seq_end = (first + static_cast<int64_t>(batch[s].tokens.size())) * c_.n_head;
-        const int64_t stop = std::min(end, seq_end);
-        cpu::PagedAttentionArgs a{q_.data() + first * c_.q_dim(), pos_.data() + first,
-                                  static_cast<int64_t>(batch[s].tokens.size()),
-                                  k_cache_[l].data(), v_cache_[l].data(), batch[s].kv->blocks.data(),
-                                  c_.n_head, c_.n_head_kv, c_.head_dim, pool_.block_size(), scale,
-                                  attn_.data() + first * c_.q_dim()};
-        cpu::PagedAttention(a, item - first * c_.n_head, stop - first * c_.n_head, scratch.data());
+        const int64_t n = static_cast<int64_t>(batch[s].tokens.size());
+        if (n > 0) {
+          cpu::PagedAttentionArgs a{q_.data() + first * c_.q_dim(), pos_.data() + first, n,
+                                    k_cache_[l].data(), v_cache_[l].data(), batch[s].kv->blocks.data(),
+                                    c_.n_head, c_.n_head_kv, c_.head_dim, pool_.block_size(), scale,
+                                    attn_.data() + first * c_.q_dim()};
+          scratch.resize(cpu::PagedAttentionScratch(a));
+          cpu::PagedAttention(a, item - s * c_.n_head_kv, stop - s * c_.n_head_kv, scratch.data());
+        }
         item = stop;
       }
     });

@@ -9,7 +9,7 @@ namespace specserve::cpu {
 
 struct PagedAttentionArgs {
   const float* q;            // [T, n_head * head_dim], already rotated
-  const int32_t* positions;  // [T] absolute position of each query token
+  const int32_t* positions;  // [T] absolute positions, increasing
   int64_t T;
   const float* k_cache;      // [num_blocks, block_size, n_head_kv * head_dim] (one layer)
   const float* v_cache;      // same layout
@@ -22,8 +22,16 @@ struct PagedAttentionArgs {
   float* out;                // [T, n_head * head_dim]
 };
 
-// Computes the (token, head) items [begin, end) of T * n_head; item = t * n_head + h.
-// Callers split the range across threads. `scratch` holds >= positions[t] + 1 floats.
+// Query tokens are taken kAttentionTokenChunk at a time, so that every key and
+// value row read from the cache serves all of them and all the query heads of
+// its group (a verify pass of K+1 tokens reads the cache once, not K+1 times).
+inline constexpr int kAttentionTokenChunk = 8;
+
+// Floats of scratch PagedAttention needs per call.
+int64_t PagedAttentionScratch(const PagedAttentionArgs& a);
+
+// Computes the kv heads [begin, end) of n_head_kv: for each, every token and
+// every query head of its group. Callers split kv heads across threads.
 void PagedAttention(const PagedAttentionArgs& a, int64_t begin, int64_t end, float* scratch);
 
 }  // namespace specserve::cpu
