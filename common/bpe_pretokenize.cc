@@ -3,6 +3,7 @@
 #include <unicode/uchar.h>
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -42,7 +43,7 @@ uint8_t Classify(uint32_t c) {
 
 struct CodePoint {
   uint32_t c;       // the code point, or kInvalid
-  uint32_t offset;  // byte offset in the text
+  size_t offset;    // byte offset in the text
   uint8_t cls;
 };
 
@@ -93,7 +94,7 @@ std::vector<CodePoint> Decode(std::string_view s) {
         c = kInvalid;
       }
     }
-    out.push_back({c, static_cast<uint32_t>(i), Classify(c)});
+    out.push_back({c, i, Classify(c)});
     i += len;
   }
   return out;

@@ -87,8 +87,9 @@ void WidenF16Row(const uint16_t* src, float* dst, int64_t n) {
 }
 
 void MatMulRows(const MatrixView& w, const float* x, int64_t T, float* y, int64_t r0, int64_t r1) {
-  // Q8_0 blocks are widened in registers while T is small (common/cpu_quant_dot.h).
-  if (w.type == GgmlType::kQ8_0 && T <= 12) return MatMulQ8_0Rows(w, x, T, y, r0, r1);
+  // Q8_0 blocks are widened in registers for up to 3 tokens (one pass over
+  // the weights, common/cpu_quant_dot.h); more tokens amortise a widened tile.
+  if (w.type == GgmlType::kQ8_0 && T <= 3) return MatMulQ8_0Rows(w, x, T, y, r0, r1);
   const int64_t n = w.cols;
   // f16 rows are widened on the fly while T is small (decode, verify: the
   // weights dominate); for long prefills and quantized blocks a tile of rows
@@ -113,7 +114,7 @@ void MatMulRows(const MatrixView& w, const float* x, int64_t T, float* y, int64_
         WidenF16Row(reinterpret_cast<const uint16_t*>(w.row(r + j)), buf.data() + j * n, n);
         rows[j] = buf.data() + j * n;
       } else {
-        DequantizeRow(w.type, w.row(r + j), buf.data() + j * n, n);
+        DequantizeRowFast(w.type, w.row(r + j), buf.data() + j * n, n);
         rows[j] = buf.data() + j * n;
       }
     }

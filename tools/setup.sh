@@ -4,7 +4,7 @@ set -euo pipefail
 pkgs=(build-essential cmake ninja-build ccache pkg-config git
       libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
       libabsl-dev prometheus-cpp-dev libgtest-dev libgmock-dev libbenchmark-dev
-      nlohmann-json3-dev libicu-dev python3 python3-grpcio curl)
+      nlohmann-json3-dev libicu-dev python3 python3-grpcio python3-protobuf python3-yaml yamllint curl)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
