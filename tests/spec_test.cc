@@ -116,6 +116,24 @@ TEST_P(GreedyIdentity, EqualsPlainGreedyForEveryKAndDrafter) {
 INSTANTIATE_TEST_SUITE_P(Targets, GreedyIdentity, ::testing::Values("code-target-7m", "code-target-14m"),
                          [](const auto& info) { return info.param == "code-target-7m" ? "t7m" : "t14m"; });
 
+// Drafter and target may use different quantizations: greedy speculative
+// output still equals plain greedy decoding of the same target file.
+TEST(GreedyIdentityQuantized, Q4KMTargetWithQ8Draft) {
+  const Golden g = LoadGolden();
+  const std::string tp = testing::SharedPath("models/variants/code-target-7m-q4_k_m.gguf");
+  const std::string dp = testing::SharedPath("models/variants/code-draft-1m-q8_0.gguf");
+  if (g.prompts.empty() || tp.empty() || dp.empty()) GTEST_SKIP() << "quantized variants not present";
+  Engine target = Load(tp);
+  Engine draft = Load(dp);
+  for (size_t i = 0; i < g.prompts.size(); ++i) {
+    const auto plain = Decode(target, nullptr, DrafterKind::kNone, g.prompts[i], 48, KPolicy::Fixed(0));
+    ASSERT_EQ(plain.size(), 48u);
+    for (const KPolicy& k : {KPolicy::Fixed(4), KPolicy::Adaptive()}) {
+      EXPECT_EQ(Decode(target, &draft, DrafterKind::kModel, g.prompts[i], 48, k), plain) << "prompt " << i;
+    }
+  }
+}
+
 // After every round both caches hold the committed sequence minus the pending
 // token (the draft may lack one more, dK, which it feeds next), and nothing
 // leaks over 1000 rounds.
