@@ -41,6 +41,19 @@ absl::StatusOr<Proposal> LocalDrafter::Propose(int64_t round, const std::optiona
   return p;
 }
 
+void LocalDrafter::PrepareAhead(int32_t k) {
+  session_.BeginAhead(k);
+  ForwardSeq pass;
+  while (session_.NextStep(&pass)) {
+    // A failed pass only loses the guess; the next Propose redoes the work.
+    if (!backend_.Forward({pass}, &logits_).ok()) {
+      session_.BeginAhead(0);
+      return;
+    }
+    session_.FinishStep(logits_.data());
+  }
+}
+
 absl::Status LocalVerifier::Open(const SessionSpec& spec) {
   ForwardSeq prefill;
   RETURN_IF_ERROR(session_.Open(spec, &prefill));

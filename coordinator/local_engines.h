@@ -21,6 +21,7 @@ class LocalDrafter final : public Drafter {
   absl::StatusOr<Proposal> Propose(int64_t round, const std::optional<RoundResult>& last, int32_t k) override;
   void Close() override { session_.Close(); }
   std::string kind() const override { return "model"; }
+  void PrepareAhead(int32_t k) override;
   const DraftSession& session() const { return session_; }
 
  private:

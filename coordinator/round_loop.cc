@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "common/status_macros.h"
+#include "coordinator/async_worker.h"
 
 namespace specserve {
 namespace {
@@ -49,6 +50,8 @@ absl::StatusOr<LoopStats> RunSpeculative(const SessionSpec& spec, Drafter* draft
   };
   if (ds.drafter && !ds.drafter->Open(spec).ok()) fall_back();
 
+  std::unique_ptr<AsyncWorker> ahead;
+  if (opts.overlap) ahead = std::make_unique<AsyncWorker>();
   int64_t round = 0;
   while (st.generated < spec.max_new_tokens) {
     const int64_t remaining = spec.max_new_tokens - st.generated;
@@ -66,6 +69,7 @@ absl::StatusOr<LoopStats> RunSpeculative(const SessionSpec& spec, Drafter* draft
       if (p.ok()) {
         proposal = std::move(*p);
         st.draft_compute_seconds += proposal.compute_seconds;
+        st.ahead_hits += proposal.drafted_ahead;
         ++ds.round;
         proposed = true;
       } else {
@@ -75,7 +79,15 @@ absl::StatusOr<LoopStats> RunSpeculative(const SessionSpec& spec, Drafter* draft
     st.draft_seconds += draft_s;
     const int32_t drafted = static_cast<int32_t>(proposal.tokens.size());
     const auto t1 = Clock::now();
-    ASSIGN_OR_RETURN(RoundResult r, verifier.Verify(round, proposal));
+    if (ahead && proposed && drafted > 0) {
+      Drafter* d = ds.drafter;
+      const int32_t next_k = static_cast<int32_t>(std::min<int64_t>(opts.k.Next(), remaining - drafted - 2));
+      ahead->Start([d, next_k] { d->PrepareAhead(next_k); });
+    }
+    absl::StatusOr<RoundResult> verified = verifier.Verify(round, proposal);
+    if (ahead) ahead->Wait();
+    RETURN_IF_ERROR(verified.status());
+    RoundResult r = *verified;
     const double verify_s = Since(t1);
     st.verify_seconds += verify_s;
     st.verify_compute_seconds += r.compute_seconds;

@@ -26,6 +26,10 @@ struct LoopOptions {
   // Called when the drafter fails; returns a replacement (the n-gram drafter)
   // or nullptr for plain target decoding. Output stays exact either way.
   std::function<std::unique_ptr<Drafter>()> make_fallback;
+  // Draft the next round on a second thread while the target verifies
+  // (DESIGN "Overlap"). Needs a drafter and target that may run concurrently
+  // (separate backends and cores); output is identical either way.
+  bool overlap = false;
 };
 
 struct LoopStats {
@@ -40,6 +44,7 @@ struct LoopStats {
   double first_token_seconds = 0;
   double total_seconds = 0;
   int32_t fallbacks = 0;
+  int64_t ahead_hits = 0;     // rounds whose block was drafted during the previous verify
   int32_t last_k = 0;
   std::string finish_reason;  // "stop" (EOS / stop string / caller), "length"
 

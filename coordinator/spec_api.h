@@ -41,6 +41,7 @@ struct Proposal {
   std::vector<TokenId> tokens;   // [K]
   std::vector<SparseDist> dists; // [K]
   double compute_seconds = 0;    // spent on the draft's passes (the rest of a call is transport)
+  bool drafted_ahead = false;    // drafted during the previous verify (overlap guess held)
 };
 
 // A verified round: d1..d_accepted are committed, then next_token.
@@ -66,6 +67,11 @@ class Drafter {
                                            int32_t k) = 0;
   virtual void Close() = 0;
   virtual std::string kind() const = 0;  // "model", "ngram"
+  // Overlap (DESIGN "Overlap"): called right after Propose, on another thread
+  // while the target verifies, to draft the next round on the guess that all
+  // of this one is accepted. The next Propose uses that block if the verdict
+  // matches the guess. Optional: the default does nothing.
+  virtual void PrepareAhead(int32_t k) {}
 };
 
 class Verifier {

@@ -15,6 +15,7 @@ absl::Status DraftSession::Open(const SessionSpec& spec, ForwardSeq* prefill) {
   tokens_ = spec.prompt;
   round_ = 0;
   proposal_ = {};
+  ahead_ = ahead_ready_ = false;
   open_ = true;
   *prefill = ForwardSeq{&kv_, absl::MakeConstSpan(tokens_.data(), tokens_.size() - 1), 0};
   return absl::OkStatus();
@@ -38,6 +39,22 @@ absl::Status DraftSession::BeginPropose(int64_t round, const std::optional<Round
                                                      " with ", proposed, " proposed tokens"));
     }
     const int32_t base = static_cast<int32_t>(tokens_.size());
+    const bool guessed = ahead_ready_ && last->accepted == proposed && last->next_token == ahead_guess_ &&
+                         k <= ahead_k_ && k > 0;
+    ahead_ready_ = false;
+    ahead_ = false;
+    if (guessed) {
+      // The block drafted ahead is exactly what this round would draft.
+      tokens_.insert(tokens_.end(), proposal_.tokens.begin(), proposal_.tokens.end());
+      tokens_.push_back(last->next_token);
+      proposal_ = std::move(ahead_proposal_);
+      proposal_.tokens.resize(k);
+      proposal_.dists.resize(k);
+      proposal_.drafted_ahead = true;
+      steps_left_ = 0;
+      ++round_;
+      return absl::OkStatus();
+    }
     tokens_.insert(tokens_.end(), proposal_.tokens.begin(), proposal_.tokens.begin() + last->accepted);
     tokens_.push_back(last->next_token);
     // The cache may keep pending, d1..dn: positions [0, base + n).
@@ -59,7 +76,40 @@ bool DraftSession::NextStep(ForwardSeq* pass) {
   return true;
 }
 
+void DraftSession::BeginAhead(int32_t k) {
+  ahead_ = ahead_ready_ = false;
+  steps_left_ = 0;
+  const int32_t n = static_cast<int32_t>(proposal_.tokens.size());
+  if (!open_ || n == 0 || k <= 0 ||
+      static_cast<int64_t>(tokens_.size()) + n + 1 + k > config_.n_ctx) {
+    return;  // nothing to guess from, or no room: the next round drafts normally
+  }
+  ahead_ = true;
+  ahead_k_ = k;
+  ahead_guess_ = -1;
+  ahead_proposal_ = {};
+  feed_.assign(1, proposal_.tokens.back());  // dK, never fed by the proposal itself
+  steps_left_ = k + 1;                       // the guess, then k tokens
+}
+
 void DraftSession::FinishStep(const float* logits) {
+  if (ahead_) {
+    // Positions continue past the proposal: the guess sits right after dK.
+    const uint64_t position = tokens_.size() + proposal_.tokens.size() + (ahead_guess_ < 0 ? 0 : 1) +
+                              ahead_proposal_.tokens.size();
+    SparseDist q = DraftDistribution(logits, config_.vocab, spec_.draft.temperature, spec_.draft.top_n,
+                                     spec_.draft.top_p);
+    const TokenId d = SampleSparse(q, UniformFloat(spec_.target.seed, position, RngPurpose::kDraftSample));
+    if (ahead_guess_ < 0) {
+      ahead_guess_ = d;
+    } else {
+      ahead_proposal_.tokens.push_back(d);
+      ahead_proposal_.dists.push_back(std::move(q));
+    }
+    feed_.assign(1, d);
+    if (--steps_left_ == 0) ahead_ready_ = true;
+    return;
+  }
   // The token sampled now sits at absolute position tokens_.size() + (drafted so far).
   const uint64_t position = tokens_.size() + proposal_.tokens.size();
   SparseDist q = DraftDistribution(logits, config_.vocab, spec_.draft.temperature, spec_.draft.top_n,
@@ -87,6 +137,7 @@ void DraftSession::Close() {
   pool_.Release(kv_);
   open_ = false;
   steps_left_ = 0;
+  ahead_ = ahead_ready_ = false;
 }
 
 }  // namespace specserve

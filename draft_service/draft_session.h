@@ -32,8 +32,17 @@ class DraftSession {
   bool NextStep(ForwardSeq* pass);
   // logits: [vocab], the last row of that pass. Samples the next draft token.
   void FinishStep(const float* logits);
-  // The finished proposal (moves it out).
+  // The finished proposal (a copy: the next verdict refers to it).
   Proposal TakeProposal();
+
+  // Overlap (DESIGN "Overlap"): while the target verifies the proposal just
+  // taken, draft the next round on the guess that all of it is accepted and
+  // the bonus token is the draft's own next sample. Runs as steps like a
+  // proposal. If the verdict matches the guess, the next BeginPropose (with
+  // k <= this k) takes the block without a pass; otherwise it is dropped and
+  // the cache rolls back as usual. Output is unchanged either way: the block
+  // is what the draft would have sampled from the same committed prefix.
+  void BeginAhead(int32_t k);
   void AbortPropose();  // a step's pass failed: the session closes
 
   void Close();
@@ -54,6 +63,12 @@ class DraftSession {
   Proposal proposal_;            // the last proposal (kept to apply its verdict)
   int32_t steps_left_ = 0;
   std::vector<TokenId> feed_;    // tokens of the next step's pass
+  // The block drafted ahead: guess (the assumed bonus) then its proposal.
+  bool ahead_ = false;           // steps are drafting ahead
+  bool ahead_ready_ = false;
+  TokenId ahead_guess_ = -1;
+  Proposal ahead_proposal_;
+  int32_t ahead_k_ = 0;
 };
 
 }  // namespace specserve

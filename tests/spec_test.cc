@@ -56,7 +56,8 @@ Golden LoadGolden() {
 }
 
 std::vector<TokenId> Decode(Engine& target, Engine* draft, DrafterKind kind, const std::vector<TokenId>& prompt,
-                         int max_new, KPolicy k, LoopStats* stats = nullptr, SamplingParams sp = {}) {
+                         int max_new, KPolicy k, LoopStats* stats = nullptr, SamplingParams sp = {},
+                         bool overlap = false) {
   SessionSpec spec;
   spec.prompt = prompt;
   spec.max_new_tokens = max_new;
@@ -65,6 +66,7 @@ std::vector<TokenId> Decode(Engine& target, Engine* draft, DrafterKind kind, con
   std::vector<TokenId> out;
   LoopOptions opts;
   opts.k = k;
+  opts.overlap = overlap;
   opts.on_tokens = [&](absl::Span<const TokenId> t) {
     out.insert(out.end(), t.begin(), t.end());
     return true;
@@ -132,6 +134,32 @@ TEST(GreedyIdentityQuantized, Q4KMTargetWithQ8Draft) {
       EXPECT_EQ(Decode(target, &draft, DrafterKind::kModel, g.prompts[i], 48, k), plain) << "prompt " << i;
     }
   }
+}
+
+// Drafting the next block while the target verifies changes nothing: the
+// same tokens, greedy or sampled with a seed, as the sequential loop.
+TEST(SpecOverlap, SameOutputAsSequential) {
+  Engine target = Load(testing::BundledModel("code-target-7m.gguf"));
+  Engine draft = Load(testing::BundledModel("code-draft-1m.gguf"));
+  const std::vector<TokenId> prompt = {1, 433, 290, 597, 266, 992, 1202, 4025, 4011, 313};
+  int64_t lookahead_rounds = 0;
+  for (float temperature : {0.0f, 1.0f}) {
+    for (int seed = 0; seed < 4; ++seed) {
+      SamplingParams sp;
+      sp.temperature = temperature;
+      sp.seed = seed;
+      for (int k : {1, 4}) {
+        LoopStats st;
+        const auto seq = Decode(target, &draft, DrafterKind::kModel, prompt, 80, KPolicy::Fixed(k), nullptr, sp);
+        EXPECT_EQ(Decode(target, &draft, DrafterKind::kModel, prompt, 80, KPolicy::Fixed(k), &st, sp, true), seq)
+            << "T " << temperature << " seed " << seed << " K " << k;
+        lookahead_rounds += st.ahead_hits;
+      }
+    }
+  }
+  EXPECT_GT(lookahead_rounds, 10);  // the guess held in many rounds
+  EXPECT_EQ(target.backend->kv_pool().used_blocks(), 0);
+  EXPECT_EQ(draft.backend->kv_pool().used_blocks(), 0);
 }
 
 // After every round both caches hold the committed sequence minus the pending

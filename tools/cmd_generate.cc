@@ -10,6 +10,7 @@
 #include "common/backend.h"
 #include "common/cli_args.h"
 #include "common/sampling.h"
+#include "common/thread_pool.h"
 #include "common/status_macros.h"
 #include "common/tokenizer.h"
 #include "common/weights.h"
@@ -27,6 +28,11 @@ absl::Status Run(const CliArgs& args) {
   BackendOptions bo;
   bo.kind = args.Str("backend");
   ASSIGN_OR_RETURN(bo.threads, args.Int("threads", 1, 256));
+  std::shared_ptr<ThreadPool> shared_pool;
+  if (bo.kind == "cpu") {
+    shared_pool = std::make_shared<ThreadPool>(bo.threads);
+    bo.shared_pool = shared_pool;
+  }
   ASSIGN_OR_RETURN(auto backend, MakeBackend(*model, bo));
   SamplingParams sp;
   ASSIGN_OR_RETURN(double temp, args.Double("temperature", 0, 100));
@@ -59,9 +65,12 @@ absl::Status Run(const CliArgs& args) {
     ASSIGN_OR_RETURN(draft_model, Model::Load(args.Str("draft")));
     ASSIGN_OR_RETURN(auto draft_tok, Tokenizer::FromGguf(*draft_model->file));
     RETURN_IF_ERROR(CheckSameVocabulary(*draft_tok, *tok));
-    ASSIGN_OR_RETURN(draft_backend, MakeBackend(*draft_model, bo));
+    BackendOptions draft_bo = bo;
+    if (!args.Bool("overlap") && bo.kind == "cpu") draft_bo.shared_pool = shared_pool;  // take turns on the same cores
+    ASSIGN_OR_RETURN(draft_backend, MakeBackend(*draft_model, draft_bo));
   }
   LoopOptions opts;
+  opts.overlap = args.Bool("overlap") && kind == DrafterKind::kModel;
   if (args.Str("k") == "adaptive") {
     opts.k = KPolicy::Adaptive();
   } else {
@@ -99,10 +108,11 @@ absl::Status Run(const CliArgs& args) {
                st.first_token_seconds * 1e3);
   if (kind != DrafterKind::kNone) {
     std::fprintf(stderr, "acceptance %.3f (%lld of %lld drafted), %.2f tokens per target pass over %lld rounds, "
-                 "draft %.0f%% / verify %.0f%% of the time, last K %d, fallbacks %d\n",
+                 "draft %.0f%% / verify %.0f%% of the time, last K %d, fallbacks %d, drafted ahead %lld\n",
                  st.acceptance_rate(), static_cast<long long>(st.accepted), static_cast<long long>(st.drafted),
                  st.tokens_per_pass(), static_cast<long long>(st.rounds), 100 * st.draft_seconds / st.total_seconds,
-                 100 * st.verify_seconds / st.total_seconds, st.last_k, st.fallbacks);
+                 100 * st.verify_seconds / st.total_seconds, st.last_k, st.fallbacks,
+                 static_cast<long long>(st.ahead_hits));
   }
   return absl::OkStatus();
 }
@@ -123,6 +133,7 @@ int Generate(int argc, char** argv) {
   args.Flag("draft", "", "draft model GGUF (same vocabulary as --model)");
   args.Flag("drafter", "none", "model, ngram or none (model when --draft is given)");
   args.Flag("k", "4", "tokens drafted per round (0..16) or 'adaptive'");
+  args.BoolFlag("overlap", "draft the next block on another thread while the target verifies");
   args.Flag("draft-temperature", "", "the draft's own temperature (default: the target's)");
   if (auto s = args.Parse(argc, argv, 2); !s.ok()) {
     std::fprintf(stderr, "specserve generate: %s\n", s.ToString().c_str());

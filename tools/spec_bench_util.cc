@@ -70,7 +70,7 @@ absl::StatusOr<std::vector<std::vector<TokenId>>> LoadPrompts(const std::string&
 
 absl::Status RunConfig(Backend& target, Backend* draft, DrafterKind kind, KPolicy k, float temperature,
                        const std::vector<std::vector<TokenId>>& prompts, int32_t max_tokens, bool explain,
-                       BenchRun* out) {
+                       bool overlap, BenchRun* out) {
   for (size_t i = 0; i < prompts.size(); ++i) {
     SessionSpec spec;
     spec.prompt = prompts[i];
@@ -80,6 +80,7 @@ absl::Status RunConfig(Backend& target, Backend* draft, DrafterKind kind, KPolic
     spec.draft.temperature = temperature;
     LoopOptions opts;
     opts.k = k;
+    opts.overlap = overlap;
     std::vector<TokenId> seq = prompts[i];
     std::vector<int64_t> compared;
     int64_t first_round_tokens = -1;
@@ -103,6 +104,7 @@ absl::Status RunConfig(Backend& target, Backend* draft, DrafterKind kind, KPolic
     out->draft_s += st.draft_seconds;
     out->verify_s += st.verify_seconds;
     out->total_s += st.total_seconds;
+    out->ahead_hits += st.ahead_hits;
     if (out->drafted_at.size() < st.drafted_at.size()) {
       out->drafted_at.resize(st.drafted_at.size());
       out->accepted_at.resize(st.drafted_at.size());

@@ -23,6 +23,7 @@ struct BenchRun {
   std::vector<int64_t> drafted_at, accepted_at;
   std::vector<double> stats_pos_acc;  // accepted_at / drafted_at
   double draft_s = 0, verify_s = 0, total_s = 0;
+  int64_t ahead_hits = 0;  // overlap: rounds drafted during the previous verify
   double explained_sum = 0;  // teacher-forced agreement (T=0) or sum_x min(p,q) (T>0)
   int64_t explained_n = 0;   // positions compared
   int64_t compared = 0;      // draft tokens actually compared (up to each round's first miss)
@@ -39,6 +40,6 @@ struct BenchRun {
 // run) with seed = prompt index. `explain` adds the teacher-forced figures.
 absl::Status RunConfig(Backend& target, Backend* draft, DrafterKind kind, KPolicy k, float temperature,
                        const std::vector<std::vector<TokenId>>& prompts, int32_t max_tokens, bool explain,
-                       BenchRun* out);
+                       bool overlap, BenchRun* out);
 
 }  // namespace specserve::cli
