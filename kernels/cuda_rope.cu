@@ -15,8 +15,10 @@ __global__ void RopeKernel(float* x, const int32_t* __restrict__ positions, int6
   if (item >= T * half) return;
   const int64_t t = item / half;
   const int32_t i = static_cast<int32_t>(item % half);
+  // The CPU's order: multiplying and dividing by exactly 1 changes nothing.
+  const double factor = p.freq_factors != nullptr ? p.freq_factors[i] : 1.0;
   const double theta = static_cast<double>(positions[t]) *
-                       pow(static_cast<double>(p.base), -2.0 * i / p.rope_dim);
+                       pow(static_cast<double>(p.base), -2.0 * i / p.rope_dim) * p.freq_scale / factor;
   const float c = static_cast<float>(cos(theta));
   const float s = static_cast<float>(sin(theta));
   const int32_t a = p.neox ? i : 2 * i;
@@ -35,7 +37,7 @@ __global__ void RopeKernel(float* x, const int32_t* __restrict__ positions, int6
 absl::Status LaunchRope(const RopeArgs& a, cudaStream_t stream) {
   const cpu::RopeParams& p = a.p;
   if (a.T < 0 || p.n_heads < 1 || p.head_dim < 1 || p.rope_dim < 2 || p.rope_dim % 2 != 0 ||
-      p.rope_dim > p.head_dim || !(p.base > 0.0f)) {
+      p.rope_dim > p.head_dim || !(p.base > 0.0f) || !(p.freq_scale > 0.0f)) {
     return absl::InvalidArgumentError("rope: bad shape or base");
   }
   const int64_t width = static_cast<int64_t>(p.n_heads) * p.head_dim;

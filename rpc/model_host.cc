@@ -2,7 +2,6 @@
 
 #include <cstdio>
 
-#include "common/spm_tokenizer.h"
 #include "common/status_macros.h"
 #include "rpc/proto_convert.h"
 
@@ -57,9 +56,10 @@ absl::StatusOr<std::unique_ptr<ModelHost>> ModelHost::Load(const ServiceFlags& f
   info.set_max_sessions(flags.max_sessions);
   info.set_kv_blocks(h->backend->kv_pool().num_blocks());
   info.set_kv_block_size(h->backend->kv_pool().block_size());
-  // Only SentencePiece vocabularies travel; for others the coordinator says so.
-  if (absl::StatusOr<SpmVocab> vocab = ReadSpmVocab(*h->model->file); vocab.ok()) {
-    *info.mutable_tokenizer() = TokenizerInfoFromVocab(*vocab);
+  // A vocabulary that cannot travel still leaves the service usable by a
+  // coordinator that sends token ids; the coordinator says why it cannot.
+  if (absl::StatusOr<v1::TokenizerInfo> tok = TokenizerInfoFromGguf(*h->model->file); tok.ok()) {
+    *info.mutable_tokenizer() = std::move(*tok);
   } else {
     info.mutable_tokenizer()->set_model(h->model->file->GetString("tokenizer.ggml.model").value_or("unknown"));
   }

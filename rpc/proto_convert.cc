@@ -88,6 +88,60 @@ v1::TokenizerInfo TokenizerInfoFromVocab(const SpmVocab& v) {
   return t;
 }
 
+v1::TokenizerInfo TokenizerInfoFromVocab(const BpeVocab& v) {
+  v1::TokenizerInfo t;
+  t.set_model("gpt2");
+  for (const std::string& p : v.pieces) t.add_pieces(p);
+  for (TokenType ty : v.types) t.add_types(static_cast<int32_t>(ty));
+  for (const std::string& m : v.merges) t.add_merges(m);
+  t.set_pre(std::string(PreTokenizerName(v.pre)));
+  t.set_bos(v.bos);
+  t.set_eos(v.eos);
+  t.set_add_bos(v.add_bos);
+  t.set_ignore_merges(v.ignore_merges);
+  return t;
+}
+
+absl::StatusOr<v1::TokenizerInfo> TokenizerInfoFromGguf(const GgufFile& f) {
+  ASSIGN_OR_RETURN(std::string model, f.GetString("tokenizer.ggml.model"));
+  if (model == "llama") {
+    ASSIGN_OR_RETURN(SpmVocab v, ReadSpmVocab(f));
+    return TokenizerInfoFromVocab(v);
+  }
+  if (model == "gpt2") {
+    ASSIGN_OR_RETURN(BpeVocab v, ReadBpeVocab(f));
+    return TokenizerInfoFromVocab(v);
+  }
+  return absl::UnimplementedError(absl::StrCat("tokenizer model \"", model, "\" cannot be described remotely"));
+}
+
+absl::StatusOr<std::unique_ptr<Tokenizer>> TokenizerFromInfo(const v1::TokenizerInfo& t) {
+  if (t.model() == "llama") {
+    ASSIGN_OR_RETURN(SpmVocab v, VocabFromTokenizerInfo(t));
+    return MakeSpmTokenizer(std::move(v));
+  }
+  if (t.model() != "gpt2") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tokenizer model \"", t.model(), "\" is not supported remotely (\"llama\", \"gpt2\")"));
+  }
+  if (t.types_size() != t.pieces_size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tokenizer info has ", t.pieces_size(), " pieces and ", t.types_size(), " types"));
+  }
+  BpeVocab v;
+  v.pieces.assign(t.pieces().begin(), t.pieces().end());
+  for (int32_t ty : t.types()) v.types.push_back(static_cast<TokenType>(ty));
+  v.merges.assign(t.merges().begin(), t.merges().end());
+  absl::StatusOr<PreTokenizer> pre = PreTokenizerFromName(t.pre());
+  if (!pre.ok()) return absl::InvalidArgumentError(pre.status().message());
+  v.pre = *pre;
+  v.bos = t.bos();
+  v.eos = t.eos();
+  v.add_bos = t.add_bos();
+  v.ignore_merges = t.ignore_merges();
+  return MakeBpeTokenizer(std::move(v));  // validates ids, types and merges
+}
+
 absl::StatusOr<SpmVocab> VocabFromTokenizerInfo(const v1::TokenizerInfo& t) {
   if (t.model() != "llama") {
     return absl::InvalidArgumentError(

@@ -6,6 +6,7 @@
 #pragma once
 
 #include "absl/status/statusor.h"
+#include "common/bpe_tokenizer.h"
 #include "common/spm_tokenizer.h"
 #include "coordinator/spec_api.h"
 #include "specserve/v1/internal.pb.h"
@@ -29,10 +30,16 @@ absl::StatusOr<Proposal> ProposalFromProto(
 void ProposalToProto(const Proposal& p, google::protobuf::RepeatedField<int32_t>* tokens,
                      google::protobuf::RepeatedPtrField<v1::SparseDist>* dists);
 
-// The tokenizer travels as its GGUF metadata (pieces, scores, types, ids,
-// flags), so the coordinator rebuilds the same tokenizer with MakeSpmTokenizer.
+// The tokenizer travels as its GGUF metadata (pieces, scores or merges,
+// types, special ids, flags), so the coordinator rebuilds the same tokenizer
+// (MakeSpmTokenizer / MakeBpeTokenizer) without the model file.
 v1::TokenizerInfo TokenizerInfoFromVocab(const SpmVocab& vocab);
+v1::TokenizerInfo TokenizerInfoFromVocab(const BpeVocab& vocab);
+// Reads the vocabulary `f` holds, whichever kind; UNIMPLEMENTED for others.
+absl::StatusOr<v1::TokenizerInfo> TokenizerInfoFromGguf(const GgufFile& f);
 // INVALID_ARGUMENT when the model is not "llama" or the arrays disagree in length.
 absl::StatusOr<SpmVocab> VocabFromTokenizerInfo(const v1::TokenizerInfo& info);
+// The tokenizer `info` describes ("llama" or "gpt2"); INVALID_ARGUMENT otherwise.
+absl::StatusOr<std::unique_ptr<Tokenizer>> TokenizerFromInfo(const v1::TokenizerInfo& info);
 
 }  // namespace specserve::rpc

@@ -47,6 +47,10 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(const ServerOption
   builder.AddListeningPort(opts.listen, grpc::InsecureServerCredentials(), &s->port_);
   builder.SetMaxReceiveMessageSize(opts.max_message_bytes);
   builder.SetMaxSendMessageSize(opts.max_message_bytes);
+  // Let clients keep session streams alive with pings every >= 10 s
+  // (the default policy would answer them with GOAWAY).
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   for (grpc::Service* svc : services) builder.RegisterService(svc);
   s->server_ = builder.BuildAndStart();
   if (!s->server_ || s->port_ == 0) {

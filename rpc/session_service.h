@@ -18,6 +18,7 @@
 #include <memory>
 #include <thread>
 
+#include "common/check.h"
 #include "common/verify.h"
 #include "rpc/admission.h"
 #include "rpc/batch_runner.h"
@@ -75,9 +76,10 @@ class SessionService : public SessionSink<Req, Resp> {
     const ModelConfig& config = host_->backend->config();
     if (absl::Status s = ValidateSessionSpec(spec, config); !s.ok()) return Refuse(ToGrpc(s));
     // The longest sequence this session can hold: every token it may commit
-    // plus a full speculative block in flight.
-    const int64_t positions =
-        std::min<int64_t>(config.n_ctx, static_cast<int64_t>(spec.prompt.size()) + spec.max_new_tokens + kMaxVerifyK + 1);
+    // plus a speculative block in flight and, on the draft, one more drafted
+    // ahead of it (overlap).
+    const int64_t positions = std::min<int64_t>(
+        config.n_ctx, static_cast<int64_t>(spec.prompt.size()) + spec.max_new_tokens + 2 * (kMaxVerifyK + 1));
     const int32_t blocks = Admission::BlocksFor(positions, host_->backend->kv_pool().block_size());
     if (absl::Status s = admission_->Admit(blocks); !s.ok()) return Refuse(ToGrpc(s));
     Event e;

@@ -19,15 +19,18 @@ logs=$(mktemp -d)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
 trap cleanup EXIT
-"$bin/specserve-target" --listen 127.0.0.1:50061 --model models/code-target-7m.gguf --metrics-port 9461 >"$logs/target.log" 2>&1 &
+"$bin/specserve-target" --listen 127.0.0.1:50052 --model models/code-target-7m.gguf --metrics-port 9102 >"$logs/target.log" 2>&1 &
 pids+=($!)
-"$bin/specserve-draft" --listen 127.0.0.1:50062 --model models/code-draft-1m.gguf --metrics-port 9462 >"$logs/draft.log" 2>&1 &
+"$bin/specserve-draft" --listen 127.0.0.1:50053 --model models/code-draft-1m.gguf --metrics-port 9103 >"$logs/draft.log" 2>&1 &
 pids+=($!)
-"$bin/specserve-coordinator" --listen 127.0.0.1:50060 --target 127.0.0.1:50061 --draft 127.0.0.1:50062 \
-  --metrics-port 9460 >"$logs/coordinator.log" 2>&1 &
+"$bin/specserve-coordinator" --listen 127.0.0.1:50051 --target 127.0.0.1:50052 --draft 127.0.0.1:50053 \
+  --metrics-port 9101 >"$logs/coordinator.log" 2>&1 &
 pids+=($!)
-echo "== services starting (logs in $logs) =="
-"$bin/specserve-client" --coordinator 127.0.0.1:50060 --wait-ready 30 --max-tokens 200 --prompt "$prompt"
+echo "== target, draft and coordinator starting on loopback (logs in $logs) =="
+# Debian's python3-grpcio lives in /usr/bin/python3's packages.
+py=/usr/bin/python3; [ -x "$py" ] || py=python3
+"$py" clients/python/specserve_client.py generate --target 127.0.0.1:50051 --wait-ready 60 \
+  --max-tokens 200 --adaptive-k --stats --prompt "$prompt"
 echo
-echo "== coordinator metrics (http://127.0.0.1:9460/metrics) =="
-curl -s http://127.0.0.1:9460/metrics | grep -E '^specserve_(draft_tokens_(proposed|accepted)_total|generated_tokens_total|requests_total)' || true
+echo "== coordinator metrics (http://127.0.0.1:9101/metrics) =="
+curl -s http://127.0.0.1:9101/metrics | grep -E '^specserve_(draft_tokens_(proposed|accepted)_total|generated_tokens_total|requests_total)' || true

@@ -1,0 +1,115 @@
+// specserve-coordinator: the public Generation API. Runs each request's
+// speculative round loop against specserve-target (required) and
+// specserve-draft (optional; the n-gram drafter stands in when it is absent
+// or fails), with health, reflection and /metrics.
+#include <cstdio>
+#include <string>
+
+#include "common/cli_args.h"
+#include "common/status_macros.h"
+#include "coordinator/coordinator_metrics.h"
+#include "coordinator/generation_service.h"
+#include "coordinator/upstreams.h"
+#include "rpc/metrics_server.h"
+#include "rpc/server_runner.h"
+
+namespace specserve {
+namespace {
+
+struct Flags {
+  rpc::ServerOptions server;
+  Upstreams::Options upstreams;
+  CoordinatorOptions coordinator;
+  int metrics_port = 0;
+  int max_sessions = 64;
+};
+
+absl::StatusOr<Flags> ReadFlags(const CliArgs& a) {
+  Flags f;
+  f.server.listen = a.Str("listen");
+  f.upstreams.target = a.Str("target");
+  f.upstreams.draft = a.Str("draft");
+  if (f.upstreams.target.empty()) return absl::InvalidArgumentError("--target is required");
+  ASSIGN_OR_RETURN(int64_t metrics_port, a.Int("metrics-port", 0, 65535));
+  ASSIGN_OR_RETURN(int64_t max_sessions, a.Int("max-sessions", 1, 1 << 20));
+  ASSIGN_OR_RETURN(int64_t max_bytes, a.Int("max-message-bytes", 1024, 1 << 30));
+  ASSIGN_OR_RETURN(int64_t max_tokens, a.Int("default-max-tokens", 1, 1 << 20));
+  ASSIGN_OR_RETURN(f.server.drain_seconds, a.Double("drain-seconds", 0, 3600));
+  ASSIGN_OR_RETURN(f.upstreams.connect_timeout_seconds, a.Double("connect-timeout", 0, 3600));
+  ASSIGN_OR_RETURN(int64_t draft_timeout_ms, a.Int("draft-timeout-ms", 0, 3600 * 1000));
+  f.coordinator.draft_timeout = std::chrono::milliseconds(draft_timeout_ms);
+  const std::string overlap = a.Str("overlap");
+  if (overlap != "on" && overlap != "off") return absl::InvalidArgumentError("--overlap must be on or off");
+  f.coordinator.overlap = overlap == "on";
+  const std::string k = a.Str("default-k");
+  if (k == "adaptive") {
+    f.coordinator.default_k = -1;
+  } else {
+    ASSIGN_OR_RETURN(int64_t kv, a.Int("default-k", 0, 16));
+    f.coordinator.default_k = static_cast<int>(kv);
+  }
+  f.coordinator.default_max_tokens = static_cast<int>(max_tokens);
+  f.metrics_port = static_cast<int>(metrics_port);
+  f.max_sessions = static_cast<int>(max_sessions);
+  f.server.max_message_bytes = static_cast<int>(max_bytes);
+  f.upstreams.max_message_bytes = static_cast<int>(max_bytes);
+  return f;
+}
+
+int Fail(const absl::Status& s) {
+  std::fprintf(stderr, "specserve-coordinator: %s\n", s.ToString().c_str());
+  return 1;
+}
+
+int Main(int argc, char** argv) {
+  rpc::GrpcServer::BlockTerminationSignals();
+  CliArgs args("usage: specserve-coordinator --target HOST:PORT [--draft HOST:PORT] [--listen HOST:PORT] [flags]\n"
+               "Serves specserve.v1.Generation with speculative decoding over the target and draft services.");
+  args.Flag("listen", "0.0.0.0:50051", "HOST:PORT to serve the public API on");
+  args.Flag("target", "", "the target service, HOST:PORT (required)");
+  args.Flag("draft", "", "the draft service, HOST:PORT (optional; without it requests draft with n-grams)");
+  args.Flag("metrics-port", "9101", "Prometheus /metrics port (0: off)");
+  args.Flag("default-k", "4", "tokens drafted per round when a request does not say: 0..16 or \"adaptive\"");
+  args.Flag("default-max-tokens", "128", "max_tokens when a request does not say");
+  args.Flag("max-sessions", "64", "concurrent requests; more get RESOURCE_EXHAUSTED");
+  args.Flag("max-message-bytes", std::to_string(64 << 20), "largest gRPC message accepted or sent");
+  args.Flag("drain-seconds", "30", "on SIGTERM, how long running requests may finish");
+  args.Flag("connect-timeout", "60", "seconds to wait at start for the target to answer");
+  args.Flag("overlap", "on", "on: the draft service drafts the next block while the target verifies; off: they take turns");
+  args.Flag("draft-timeout-ms", "2000",
+            "a draft call slower than this is a draft failure: the request goes on with n-gram drafting (0: wait)");
+  if (absl::Status s = args.Parse(argc, argv); !s.ok()) {
+    std::fprintf(stderr, "specserve-coordinator: %s\n%s", s.ToString().c_str(), args.HelpText().c_str());
+    return 2;
+  }
+  if (args.help()) return std::fputs(args.HelpText().c_str(), stdout), 0;
+  absl::StatusOr<Flags> flags = ReadFlags(args);
+  if (!flags.ok()) return Fail(flags.status()), 2;
+
+  absl::StatusOr<std::unique_ptr<rpc::MetricsServer>> metrics = rpc::MetricsServer::Start(flags->metrics_port);
+  if (!metrics.ok()) return Fail(metrics.status());
+  CoordinatorMetrics coordinator_metrics((*metrics)->registry());
+  GenerationService service(&coordinator_metrics, flags->coordinator, flags->max_sessions);
+  // Health says NOT_SERVING until the target has answered.
+  auto server = rpc::GrpcServer::Start(flags->server, {&service});
+  if (!server.ok()) return Fail(server.status());
+  absl::StatusOr<std::unique_ptr<Upstreams>> upstreams = Upstreams::Connect(flags->upstreams);
+  if (!upstreams.ok()) return Fail(upstreams.status());
+  service.Attach(upstreams->get());
+  (*server)->SetServing(true);
+  std::fprintf(stderr, "specserve-coordinator: target %s (%s), draft %s, listening on port %d, metrics port %d\n",
+               flags->upstreams.target.c_str(), (*upstreams)->target_info().name().c_str(),
+               flags->upstreams.draft.empty() ? "none" : flags->upstreams.draft.c_str(), (*server)->port(),
+               (*metrics)->port());
+
+  const int sig = rpc::GrpcServer::WaitForSignal();
+  std::fprintf(stderr, "specserve-coordinator: signal %d, draining\n", sig);
+  (*server)->Drain([&] { service.StartDraining(); }, [&] { return service.active(); });
+  service.WaitIdle();
+  return 0;
+}
+
+}  // namespace
+}  // namespace specserve
+
+int main(int argc, char** argv) { return specserve::Main(argc, argv); }

@@ -1,0 +1,71 @@
+#include "coordinator/coordinator_metrics.h"
+
+#include <algorithm>
+
+#include "rpc/metrics_server.h"
+
+namespace specserve {
+namespace {
+
+prometheus::Family<prometheus::Counter>& CounterFamily(prometheus::Registry& r, const char* name, const char* help) {
+  return prometheus::BuildCounter().Name(name).Help(help).Register(r);
+}
+
+prometheus::Histogram& LatencyHistogram(prometheus::Registry& r, const char* name, const char* help) {
+  return prometheus::BuildHistogram().Name(name).Help(help).Register(r).Add({}, rpc::LatencyBuckets());
+}
+
+}  // namespace
+
+CoordinatorMetrics::CoordinatorMetrics(prometheus::Registry& r)
+    : requests_(CounterFamily(r, "specserve_requests_total", "Generation requests by final status")),
+      proposed_(CounterFamily(r, "specserve_draft_tokens_proposed_total", "Draft tokens sent for verification")),
+      accepted_(CounterFamily(r, "specserve_draft_tokens_accepted_total", "Draft tokens the target accepted")),
+      fallbacks_(CounterFamily(r, "specserve_drafter_fallbacks_total",
+                               "Drafter failures survived by falling back (n-gram or plain decoding)")),
+      round_(prometheus::BuildHistogram()
+                 .Name("specserve_round_duration_seconds")
+                 .Help("Time of one round by phase: draft and verify as the services report it, "
+                       "network the rest of those calls' wall time")
+                 .Register(r)),
+      accepted_length_(prometheus::BuildHistogram()
+                           .Name("specserve_accepted_length")
+                           .Help("Draft tokens accepted per round (rounds that drafted)")
+                           .Register(r)
+                           .Add({}, rpc::CountBuckets(kMaxPosition))),
+      generated_tokens(CounterFamily(r, "specserve_generated_tokens_total", "Tokens returned to clients").Add({})),
+      round_draft(round_.Add({{"phase", "draft"}}, rpc::LatencyBuckets())),
+      round_verify(round_.Add({{"phase", "verify"}}, rpc::LatencyBuckets())),
+      round_network(round_.Add({{"phase", "network"}}, rpc::LatencyBuckets())),
+      time_to_first_token(LatencyHistogram(r, "specserve_time_to_first_token_seconds",
+                                           "From request arrival to its first token sent")),
+      inter_token_latency(LatencyHistogram(r, "specserve_inter_token_latency_seconds",
+                                           "Time between tokens sent (a round's gap spread over its tokens)")),
+      speculation_k(prometheus::BuildGauge()
+                        .Name("specserve_speculation_k")
+                        .Help("Tokens drafted in the latest round (K)")
+                        .Register(r)
+                        .Add({})) {
+  auto& pos_proposed = CounterFamily(r, "specserve_draft_position_proposed_total",
+                                     "Draft tokens proposed at each position of a round (1 = first)");
+  auto& pos_accepted = CounterFamily(r, "specserve_draft_position_accepted_total",
+                                     "Draft tokens accepted at each position of a round (1 = first)");
+  for (int i = 0; i < kMaxPosition; ++i) {
+    position_proposed_[i] = &pos_proposed.Add({{"position", std::to_string(i + 1)}});
+    position_accepted_[i] = &pos_accepted.Add({{"position", std::to_string(i + 1)}});
+  }
+}
+
+void CoordinatorMetrics::ObserveRound(const std::string& drafter, int k, int accepted) {
+  speculation_k.Set(k);
+  if (k <= 0) return;
+  Proposed(drafter).Increment(k);
+  Accepted(drafter).Increment(accepted);
+  accepted_length_.Observe(accepted);
+  for (int i = 0; i < std::min(k, kMaxPosition); ++i) {
+    position_proposed_[i]->Increment();
+    if (i < accepted) position_accepted_[i]->Increment();
+  }
+}
+
+}  // namespace specserve

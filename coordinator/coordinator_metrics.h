@@ -1,0 +1,56 @@
+// The coordinator's Prometheus metrics (DESIGN "Metrics"), registered once
+// with cached handles. Names are fixed: the Grafana dashboard (deploy/)
+// reads them. Labels stay low-cardinality: status codes, drafter kinds,
+// draft positions 1..16, phases, fallback reasons.
+#pragma once
+
+#include <array>
+#include <string>
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+namespace specserve {
+
+class CoordinatorMetrics {
+ public:
+  static constexpr int kMaxPosition = 16;  // K <= 16 on the public API
+
+ private:
+  // Declared first: members initialise in declaration order and the handles below use these.
+  prometheus::Family<prometheus::Counter>& requests_;
+  prometheus::Family<prometheus::Counter>& proposed_;
+  prometheus::Family<prometheus::Counter>& accepted_;
+  prometheus::Family<prometheus::Counter>& fallbacks_;
+  prometheus::Family<prometheus::Histogram>& round_;
+  prometheus::Histogram& accepted_length_;      // specserve_accepted_length: accepted tokens per round
+  std::array<prometheus::Counter*, kMaxPosition> position_proposed_{};  // {position="1".."16"}
+  std::array<prometheus::Counter*, kMaxPosition> position_accepted_{};
+
+ public:
+  explicit CoordinatorMetrics(prometheus::Registry& registry);
+
+  // specserve_requests_total{status}: status is a lowercase gRPC code name.
+  prometheus::Counter& Requests(const std::string& status) { return requests_.Add({{"status", status}}); }
+  // specserve_draft_tokens_{proposed,accepted}_total{drafter}: "model", "ngram".
+  prometheus::Counter& Proposed(const std::string& drafter) { return proposed_.Add({{"drafter", drafter}}); }
+  prometheus::Counter& Accepted(const std::string& drafter) { return accepted_.Add({{"drafter", drafter}}); }
+  // specserve_drafter_fallbacks_total{reason}: "open_error", "propose_error", "no_draft_service".
+  prometheus::Counter& Fallbacks(const std::string& reason) { return fallbacks_.Add({{"reason", reason}}); }
+
+  // One verified round: k drafted (by `drafter`), `accepted` of them taken.
+  void ObserveRound(const std::string& drafter, int k, int accepted);
+
+  prometheus::Counter& generated_tokens;        // specserve_generated_tokens_total
+  prometheus::Histogram& round_draft;           // specserve_round_duration_seconds{phase="draft"}
+  prometheus::Histogram& round_verify;          // ...{phase="verify"}
+  prometheus::Histogram& round_network;         // ...{phase="network"}: call wall time minus service time
+  prometheus::Histogram& time_to_first_token;   // specserve_time_to_first_token_seconds
+  prometheus::Histogram& inter_token_latency;   // specserve_inter_token_latency_seconds
+  prometheus::Gauge& speculation_k;             // specserve_speculation_k: K of the latest round
+};
+
+}  // namespace specserve

@@ -1,0 +1,177 @@
+#include "coordinator/generation_service.h"
+
+#include <memory>
+#include <thread>
+
+#include "rpc/bidi_session.h"
+#include "rpc/service_metrics.h"
+#include "rpc/status_convert.h"
+
+namespace specserve {
+namespace {
+
+using Resp = v1::GenerateResponse;
+
+// Server streaming: deltas as rounds commit, then the final message.
+class GenerateCall final : public grpc::ServerWriteReactor<Resp>, public rpc::StreamHandle<Resp>::Writer {
+ public:
+  GenerateCall(GenerationService* svc, grpc::CallbackServerContext* ctx, const v1::GenerateRequest& req)
+      : handle_(std::make_shared<rpc::StreamHandle<Resp>>(this)), cancel_(std::make_shared<CancelGroup>()) {
+    const auto arrived = std::chrono::steady_clock::now();
+    if (grpc::Status s = svc->Admit(); !s.ok()) {
+      svc->CountRequest(s);
+      handle_->Finish(s);
+      return;
+    }
+    // The worker owns copies of everything it needs: the reactor may be gone
+    // before the worker returns from Finish.
+    svc->Spawn([svc, handle = handle_, cancel = cancel_, req, deadline = ctx->deadline(), arrived] {
+      RequestContext rc;
+      rc.upstreams = svc->upstreams();
+      rc.metrics = svc->metrics();
+      rc.cancel = cancel.get();
+      rc.deadline = deadline;
+      rc.arrived = arrived;
+      rc.on_delta = [&handle](v1::Delta d) {
+        Resp r;
+        *r.mutable_delta() = std::move(d);
+        handle->Send(std::move(r));
+        return true;  // a client that left is seen through OnCancel
+      };
+      absl::StatusOr<v1::Final> final = RunGeneration(req, svc->options(), rc);
+      const grpc::Status st = rpc::ToGrpc(final.status());
+      if (final.ok()) {
+        Resp r;
+        *r.mutable_final() = std::move(*final);
+        handle->Send(std::move(r));
+      }
+      svc->CountRequest(st);
+      handle->Finish(st);
+    });
+  }
+
+  void OnWriteDone(bool ok) override { handle_->WriteDone(ok); }
+  void OnCancel() override { cancel_->Cancel(); }
+  void OnDone() override {
+    handle_->Detach();
+    delete this;
+  }
+  void DoWrite(const Resp* msg) override { StartWrite(msg); }
+  void DoFinish(const grpc::Status& s) override { Finish(s); }
+
+ private:
+  std::shared_ptr<rpc::StreamHandle<Resp>> handle_;
+  std::shared_ptr<CancelGroup> cancel_;
+};
+
+// Unary: the same run, collected into one response.
+class UnaryCall final : public grpc::ServerUnaryReactor {
+ public:
+  UnaryCall(GenerationService* svc, grpc::CallbackServerContext* ctx, const v1::GenerateRequest& req,
+            v1::GenerateUnaryResponse* resp)
+      : cancel_(std::make_shared<CancelGroup>()) {
+    const auto arrived = std::chrono::steady_clock::now();
+    if (grpc::Status s = svc->Admit(); !s.ok()) {
+      svc->CountRequest(s);
+      Finish(s);
+      return;
+    }
+    // `this` and `resp` stay valid until Finish below (OnDone comes after it).
+    svc->Spawn([this, svc, resp, req, deadline = ctx->deadline(), arrived, cancel = cancel_] {
+      RequestContext rc;
+      rc.upstreams = svc->upstreams();
+      rc.metrics = svc->metrics();
+      rc.cancel = cancel.get();
+      rc.deadline = deadline;
+      rc.arrived = arrived;
+      rc.on_delta = [resp](v1::Delta d) {
+        resp->mutable_text()->append(d.text());
+        resp->mutable_token_ids()->MergeFrom(d.token_ids());
+        return true;
+      };
+      absl::StatusOr<v1::Final> final = RunGeneration(req, svc->options(), rc);
+      const grpc::Status st = rpc::ToGrpc(final.status());
+      if (final.ok()) {
+        resp->set_finish_reason(final->finish_reason());
+        *resp->mutable_stats() = final->stats();
+      }
+      svc->CountRequest(st);
+      Finish(st);
+    });
+  }
+
+  void OnCancel() override { cancel_->Cancel(); }
+  void OnDone() override { delete this; }
+
+ private:
+  std::shared_ptr<CancelGroup> cancel_;
+};
+
+}  // namespace
+
+grpc::ServerWriteReactor<Resp>* GenerationService::Generate(grpc::CallbackServerContext* ctx,
+                                                            const v1::GenerateRequest* req) {
+  return new GenerateCall(this, ctx, *req);
+}
+
+grpc::ServerUnaryReactor* GenerationService::GenerateUnary(grpc::CallbackServerContext* ctx,
+                                                           const v1::GenerateRequest* req,
+                                                           v1::GenerateUnaryResponse* resp) {
+  return new UnaryCall(this, ctx, *req, resp);
+}
+
+grpc::ServerUnaryReactor* GenerationService::GetModelInfo(grpc::CallbackServerContext* ctx,
+                                                          const v1::GetModelInfoRequest*,
+                                                          v1::GetModelInfoResponse* resp) {
+  grpc::ServerUnaryReactor* r = ctx->DefaultReactor();
+  Upstreams* up = upstreams();
+  if (up == nullptr) {
+    r->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "waiting for the target service"));
+    return r;
+  }
+  const v1::ModelInfo& t = up->target_info();
+  resp->set_target_model(t.name());
+  resp->set_draft_model(up->draft_model());
+  resp->set_vocab_size(t.vocab_size());
+  resp->set_context_length(t.context_length());
+  resp->set_tokenizer(t.tokenizer().model());
+  resp->set_default_k(opts_.default_k);
+  r->Finish(grpc::Status::OK);
+  return r;
+}
+
+grpc::Status GenerationService::Admit() {
+  if (upstreams() == nullptr) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "waiting for the target service");
+  if (draining_.load()) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "coordinator is shutting down");
+  std::lock_guard<std::mutex> lock(mu_);
+  if (active_ >= max_requests_) {
+    return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                        "coordinator at its limit of " + std::to_string(max_requests_) + " concurrent requests");
+  }
+  ++active_;
+  return grpc::Status::OK;
+}
+
+void GenerationService::Spawn(std::function<void()> work) {
+  std::thread([this, work = std::move(work)] {
+    work();
+    std::lock_guard<std::mutex> lock(mu_);
+    if (--active_ == 0) idle_.notify_all();
+  }).detach();
+}
+
+void GenerationService::CountRequest(const grpc::Status& s) {
+  if (metrics_) metrics_->Requests(rpc::StatusLabel(s.error_code())).Increment();
+}
+
+int GenerationService::active() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return active_;
+}
+
+void GenerationService::WaitIdle() {
+  std::unique_lock<std::mutex> lock(mu_);
+  idle_.wait(lock, [&] { return active_ == 0; });
+}
+
+}  // namespace specserve

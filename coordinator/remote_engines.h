@@ -1,0 +1,110 @@
+// Drafter and Verifier over the services' Session streams (internal.proto),
+// so RunSpeculative (coordinator/round_loop.h) runs the same loop across
+// three processes as in one. Each engine holds one synchronous bidi stream,
+// used by the request's own worker thread only (never a gRPC callback
+// thread).
+//
+// Open sends `open` and returns without waiting: the two services prefill at
+// the same time, and the `opened` answer is read before the first round's.
+// Closing half-closes the stream and waits for the service's OK; a broken
+// stream is cancelled instead. Either way the service frees the session.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+
+#include <grpcpp/grpcpp.h>
+
+#include "coordinator/spec_api.h"
+#include "specserve/v1/internal.grpc.pb.h"
+
+namespace specserve {
+
+// The client contexts of one request, so the request's cancellation (from
+// its reactor's OnCancel, on another thread) reaches every session at once.
+class CancelGroup {
+ public:
+  // False (and nothing is registered) when the group is already cancelled.
+  bool Add(grpc::ClientContext* ctx);
+  void Remove(grpc::ClientContext* ctx);
+  void Cancel();  // TryCancel on every registered context; later Adds fail
+  bool cancelled() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::set<grpc::ClientContext*> contexts_;
+  bool cancelled_ = false;
+};
+
+// Per-stream settings shared by both engines.
+struct RemoteOptions {
+  CancelGroup* cancel = nullptr;                    // required
+  std::chrono::system_clock::time_point deadline =  // the client's deadline, propagated
+      std::chrono::system_clock::time_point::max();
+  // Longest one call may take before its stream is cancelled (0: no limit).
+  // The drafter uses it: a slow draft is a failed draft (coordinator/call_watchdog.h).
+  std::chrono::milliseconds call_timeout{0};
+};
+
+// One Session stream used call-and-answer. Req/Resp: TargetRequest/Response
+// or DraftRequest/Response.
+template <class Req, class Resp>
+class SyncSession {
+ public:
+  explicit SyncSession(const RemoteOptions& opts) : opts_(opts) {}
+  ~SyncSession() { Close(); }
+
+  // `start` opens the stream on a context: stub->Session(ctx).
+  template <class StartFn>
+  absl::Status Open(StartFn start, const Req& open);
+  // Writes `req` and reads its answer (after the pending `opened`, if any).
+  absl::StatusOr<Resp> Call(const Req& req);
+  // Writes `req`, which has no answer. A failure shows in the next Call.
+  void Send(const Req& req) {
+    if (stream_ && healthy_) stream_->Write(req);
+  }
+  void Close();
+  bool open() const { return stream_ != nullptr; }
+
+ private:
+  absl::Status Broken(const char* what);
+
+  RemoteOptions opts_;
+  std::unique_ptr<grpc::ClientContext> ctx_;
+  std::unique_ptr<grpc::ClientReaderWriterInterface<Req, Resp>> stream_;
+  bool awaiting_opened_ = false;
+  bool healthy_ = false;
+};
+
+class RemoteVerifier final : public Verifier {
+ public:
+  RemoteVerifier(v1::TargetService::StubInterface* stub, const RemoteOptions& opts) : stub_(stub), session_(opts) {}
+  absl::Status Open(const SessionSpec& spec) override;
+  absl::StatusOr<RoundResult> Verify(int64_t round, const Proposal& p) override;
+  void Close() override { session_.Close(); }
+
+ private:
+  v1::TargetService::StubInterface* stub_;
+  SyncSession<v1::TargetRequest, v1::TargetResponse> session_;
+};
+
+class RemoteDrafter final : public Drafter {
+ public:
+  RemoteDrafter(v1::DraftService::StubInterface* stub, const RemoteOptions& opts) : stub_(stub), session_(opts) {}
+  absl::Status Open(const SessionSpec& spec) override;
+  absl::StatusOr<Proposal> Propose(int64_t round, const std::optional<RoundResult>& last, int32_t k) override;
+  void Close() override { session_.Close(); }
+  std::string kind() const override { return "model"; }
+  // Overlap: asks the draft service to draft the next block now (no answer;
+  // runs on the loop's second thread while this stream is otherwise idle).
+  void PrepareAhead(int32_t k) override;
+
+ private:
+  v1::DraftService::StubInterface* stub_;
+  SyncSession<v1::DraftRequest, v1::DraftResponse> session_;
+};
+
+}  // namespace specserve

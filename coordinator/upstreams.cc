@@ -1,0 +1,112 @@
+#include "coordinator/upstreams.h"
+
+#include <cstdio>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "rpc/proto_convert.h"
+#include "rpc/status_convert.h"
+
+namespace specserve {
+namespace {
+
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& addr, int max_bytes) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(max_bytes);
+  args.SetMaxSendMessageSize(max_bytes);
+  // Sessions are long-lived streams: notice a vanished peer (a partition,
+  // not a crash, which resets the connection) within ~30 s. The services
+  // accept pings this often (rpc/server_runner.cc).
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 20000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10000);
+  return grpc::CreateCustomChannel(addr, grpc::InsecureChannelCredentials(), args);
+}
+
+template <class Stub>
+absl::StatusOr<v1::ModelInfo> FetchInfo(Stub& stub, std::chrono::milliseconds timeout, bool wait_for_ready) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + timeout);
+  ctx.set_wait_for_ready(wait_for_ready);
+  v1::ModelInfo info;
+  grpc::Status s = stub.GetModelInfo(&ctx, v1::ModelInfoRequest(), &info);
+  if (!s.ok()) return rpc::FromGrpc(s);
+  return info;
+}
+
+absl::StatusOr<std::unique_ptr<Tokenizer>> TokenizerFrom(const v1::ModelInfo& info) {
+  return rpc::TokenizerFromInfo(info.tokenizer());
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Upstreams>> Upstreams::Connect(const Options& opts) {
+  auto up = std::unique_ptr<Upstreams>(new Upstreams());
+  up->opts_ = opts;
+  up->target_ = v1::TargetService::NewStub(MakeChannel(opts.target, opts.max_message_bytes));
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::duration<double>(opts.connect_timeout_seconds);
+  absl::StatusOr<v1::ModelInfo> info;
+  for (bool logged = false;; logged = true) {
+    info = FetchInfo(*up->target_, std::chrono::milliseconds(1000), /*wait_for_ready=*/true);
+    if (info.ok() || std::chrono::steady_clock::now() >= give_up) break;
+    if (!logged) std::fprintf(stderr, "waiting for the target at %s: %s\n", opts.target.c_str(), info.status().ToString().c_str());
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  if (!info.ok()) {
+    return absl::UnavailableError(absl::StrCat("target at ", opts.target, " did not answer: ", info.status().ToString()));
+  }
+  up->target_info_ = *info;
+  ASSIGN_OR_RETURN(up->tokenizer_, TokenizerFrom(*info));
+  up->config_.name = info->name();
+  up->config_.arch = info->arch();
+  up->config_.vocab = info->vocab_size();
+  up->config_.n_ctx = info->context_length();
+  if (opts.draft.empty()) return up;
+
+  up->draft_ = v1::DraftService::NewStub(MakeChannel(opts.draft, opts.max_message_bytes));
+  up->draft_state_ = DraftState::kUnchecked;
+  absl::Status s = up->CheckDraft(std::chrono::milliseconds(2000), /*wait_for_ready=*/true);
+  if (absl::IsInvalidArgument(s)) return s;  // the wrong draft: fail loudly
+  if (!s.ok()) {
+    std::fprintf(stderr, "draft at %s not reachable yet (%s); using n-gram drafting until it is\n",
+                 opts.draft.c_str(), s.ToString().c_str());
+  }
+  return up;
+}
+
+absl::Status Upstreams::CheckDraft(std::chrono::milliseconds timeout, bool wait_for_ready) {
+  // Called with mu_ free: the RPC must not hold the lock.
+  absl::StatusOr<v1::ModelInfo> info = FetchInfo(*draft_, timeout, wait_for_ready);
+  std::lock_guard<std::mutex> lock(mu_);
+  last_check_ = std::chrono::steady_clock::now();
+  if (!info.ok()) return info.status();
+  absl::StatusOr<std::unique_ptr<Tokenizer>> tok = TokenizerFrom(*info);
+  absl::Status same = tok.ok() ? CheckSameVocabulary(**tok, *tokenizer_) : tok.status();
+  if (!same.ok()) {
+    draft_state_ = DraftState::kRefused;
+    std::fprintf(stderr, "refusing the draft at %s (%s): %s\n", opts_.draft.c_str(), info->name().c_str(),
+                 same.ToString().c_str());
+    return absl::InvalidArgumentError(absl::StrCat("draft vocabulary differs from the target's: ", same.message()));
+  }
+  draft_state_ = DraftState::kOk;
+  draft_model_ = info->name();
+  return absl::OkStatus();
+}
+
+v1::DraftService::StubInterface* Upstreams::draft() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (draft_state_ == DraftState::kOk) return draft_.get();
+    if (draft_state_ != DraftState::kUnchecked) return nullptr;
+    if (std::chrono::steady_clock::now() - last_check_ < std::chrono::seconds(1)) return nullptr;
+    last_check_ = std::chrono::steady_clock::now();
+  }
+  return CheckDraft(std::chrono::milliseconds(300), /*wait_for_ready=*/false).ok() ? draft_.get() : nullptr;
+}
+
+std::string Upstreams::draft_model() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return draft_state_ == DraftState::kOk ? draft_model_ : "";
+}
+
+}  // namespace specserve

@@ -1,0 +1,72 @@
+// The coordinator's connections to the target and draft services, and what
+// it learns from them at start: the target's model info and tokenizer (no
+// shared file system needed) and whether the draft may be used.
+//
+// Draft policy: a draft whose vocabulary differs from the target's would
+// make every proposal meaningless. If the draft answers at start-up with a
+// different vocabulary, start-up fails (a wrong deployment should be loud).
+// If it is not reachable yet, the coordinator serves without it (n-gram
+// drafting, counted as fallbacks) and checks it again, at most once a
+// second, when a request wants it; a mismatch found then refuses the draft
+// for good, with a log line.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/status/statusor.h"
+#include "common/model_config.h"
+#include "common/tokenizer.h"
+#include "specserve/v1/internal.grpc.pb.h"
+
+namespace specserve {
+
+class Upstreams {
+ public:
+  struct Options {
+    std::string target;               // HOST:PORT, required
+    std::string draft;                // HOST:PORT, or empty
+    int max_message_bytes = 64 << 20;
+    double connect_timeout_seconds = 60;  // how long to wait for the target at start
+  };
+
+  // Waits for the target's model info (retrying until the timeout), builds
+  // its tokenizer, and checks the draft once. UNAVAILABLE when the target
+  // never answers; INVALID_ARGUMENT for an unusable tokenizer or a draft
+  // with another vocabulary.
+  static absl::StatusOr<std::unique_ptr<Upstreams>> Connect(const Options& opts);
+
+  v1::TargetService::StubInterface* target() { return target_.get(); }
+  const v1::ModelInfo& target_info() const { return target_info_; }
+  const Tokenizer& tokenizer() const { return *tokenizer_; }
+  // vocab, n_ctx and name of the target model (for ValidateSessionSpec).
+  const ModelConfig& config() const { return config_; }
+
+  bool draft_configured() const { return draft_ != nullptr; }
+  // The draft stub when it is usable now; nullptr otherwise (see the policy above).
+  v1::DraftService::StubInterface* draft();
+  std::string draft_model() const;
+
+ private:
+  enum class DraftState { kNone, kUnchecked, kOk, kRefused };
+  // Asks the draft for its model info and compares vocabularies.
+  absl::Status CheckDraft(std::chrono::milliseconds timeout, bool wait_for_ready);
+
+  Options opts_;
+  std::unique_ptr<v1::TargetService::Stub> target_;
+  std::unique_ptr<v1::DraftService::Stub> draft_;
+  v1::ModelInfo target_info_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  ModelConfig config_;
+
+  mutable std::mutex mu_;
+  DraftState draft_state_ = DraftState::kNone;
+  std::string draft_model_;
+  std::chrono::steady_clock::time_point last_check_{};
+};
+
+}  // namespace specserve

@@ -1,0 +1,66 @@
+// The draft service (specserve.v1.DraftService): per-session proposals from
+// the draft model. Proposing K tokens takes K dependent passes; each
+// scheduler iteration runs the next step of every proposing session as one
+// batched pass, so sessions join and leave the batch between steps
+// (continuous batching at step granularity).
+//
+// A session: `open` -> prefill prompt[0..n-2] -> `opened`; then each
+// `propose` (round r, verdict of round r-1, k) rolls the KV cache back to the
+// committed sequence, feeds what it lacks, samples d1..dK from q1..qK
+// (the draft rule) and answers (r, d, q). An `ahead` request (overlap) runs
+// the same kind of steps for the next block on a guess, without an answer.
+#pragma once
+
+#include <deque>
+#include <memory>
+#include <utility>
+
+#include "draft_service/draft_session.h"
+#include "rpc/session_service.h"
+#include "specserve/v1/internal.grpc.pb.h"
+
+namespace specserve {
+
+struct DraftState {
+  std::unique_ptr<DraftSession> session;
+  bool prefill_pending = false;
+  ForwardSeq prefill;
+  rpc::Clock::time_point opened_at;
+  // `propose` and `ahead` requests in arrival order.
+  std::deque<std::pair<v1::DraftRequest, rpc::Clock::time_point>> queued;
+  bool proposing = false;           // steps running: a proposal (answered when done) or...
+  bool ahead = false;               // ...a block drafted ahead (not answered)
+  int32_t last_proposed = 0;        // tokens in the last proposal answered
+  rpc::Clock::time_point received;  // of the proposal in progress
+  enum class Pass { kNone, kPrefill, kStep } pass = Pass::kNone;
+};
+
+inline bool IsDraftClose(const v1::DraftRequest& r) { return r.has_close(); }
+
+class DraftServer final : public v1::DraftService::CallbackService,
+                          public rpc::SessionService<v1::DraftRequest, v1::DraftResponse, DraftState> {
+ public:
+  ~DraftServer() override { Stop(); }
+
+  grpc::ServerBidiReactor<v1::DraftRequest, v1::DraftResponse>* Session(grpc::CallbackServerContext* ctx) override;
+  grpc::ServerUnaryReactor* GetModelInfo(grpc::CallbackServerContext* ctx, const v1::ModelInfoRequest* req,
+                                         v1::ModelInfo* resp) override;
+  void SetInfo(const v1::ModelInfo& info) { info_ = info; }
+
+ private:
+  absl::Status InitState(Entry& e, const SessionSpec& spec) override;
+  absl::Status Accept(uint64_t id, Entry& e, v1::DraftRequest msg, rpc::Clock::time_point received) override;
+  bool HasWork() const override;
+  void Iterate() override;
+  // Starts the oldest queued request; false (and *error) when it is refused.
+  bool StartProposal(DraftState& st, absl::Status* error);
+  // The steps are done: answer a proposal, or just note a finished ahead block.
+  void StepsDone(Entry& e);
+
+  v1::ModelInfo info_;
+  std::vector<ForwardSeq> passes_;
+  std::vector<uint64_t> pass_ids_;
+  rpc::BatchOutput out_;
+};
+
+}  // namespace specserve

@@ -1,0 +1,477 @@
+// The Llama forward pass on a CUDA device over a ragged batch, mirroring
+// common/cpu_backend.cc step for step: the kernels of this folder for the
+// element-wise ops and attention, cuBLAS for the matrix products.
+//
+// - Weights are uploaded once: F16 matrices as stored; every other type
+//   (F32, BF16, Q8_0, K-quants, ...) is dequantised to fp32 on the host and
+//   rounded to F16 at upload, so one GEMM path serves all files. Norm gains
+//   and biases stay fp32.
+// - Activations and the KV cache are fp32; each matrix product converts its
+//   input to f16 (kernels/cuda_matmul.cuh: split hi + lo halves by default,
+//   or one f16 rounding with SPECSERVE_CUDA_MATMUL=f16) and accumulates in
+//   fp32. The residual adds after the output and down projections are folded
+//   into those products.
+// - The KV pool (common/kv_cache.h) hands out block ids; the storage behind
+//   them is one device allocation per layer for K and V. Truncate stays a
+//   metadata change: stale slots are simply overwritten later.
+// - Per call, the host packs the batch's metadata (token ids, positions,
+//   slots, block tables, logit rows) into pinned memory and sends it in one
+//   copy; logits come back in one copy. Not done yet: CUDA-graph capture of
+//   repeated decode / verify shapes, and fused QKV / gate-up products.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/backend.h"
+#include "common/fp16.h"
+#include "common/status_macros.h"
+#include "common/tensor_types.h"
+#include "kernels/cuda_add.cuh"
+#include "kernels/cuda_attention.cuh"
+#include "kernels/cuda_embedding.cuh"
+#include "kernels/cuda_kv_store.cuh"
+#include "kernels/cuda_matmul.cuh"
+#include "kernels/cuda_rmsnorm.cuh"
+#include "kernels/cuda_rope.cuh"
+#include "kernels/cuda_swiglu.cuh"
+#include "kernels/cuda_util.h"
+
+namespace specserve {
+namespace {
+
+using cuda::DeviceBuffer;
+
+// Pinned host memory (cudaMallocHost), grown on demand.
+class PinnedBuffer {
+ public:
+  ~PinnedBuffer() { Reset(); }
+  absl::Status Reserve(size_t bytes) {
+    if (bytes <= bytes_) return absl::OkStatus();
+    Reset();
+    void* p = nullptr;
+    SPECSERVE_CUDA_RETURN_IF_ERROR(cudaMallocHost(&p, bytes));
+    ptr_ = p;
+    bytes_ = bytes;
+    return absl::OkStatus();
+  }
+  void Reset() {
+    if (ptr_ != nullptr) cudaFreeHost(ptr_);
+    ptr_ = nullptr;
+    bytes_ = 0;
+  }
+  char* get() const { return static_cast<char*>(ptr_); }
+
+ private:
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+struct DeviceMatrix {
+  DeviceBuffer data;  // [rows, cols] f16, row-major
+  int64_t rows = 0;
+  int64_t cols = 0;
+};
+
+struct DeviceLayer {
+  DeviceBuffer attn_norm;  // [n_embd] f32
+  DeviceMatrix wq;         // [q_dim, n_embd]
+  DeviceMatrix wk;         // [kv_dim, n_embd]
+  DeviceMatrix wv;         // [kv_dim, n_embd]
+  DeviceMatrix wo;         // [n_embd, q_dim]
+  DeviceBuffer bq, bk, bv; // [q_dim], [kv_dim], [kv_dim] f32 (qwen2 only)
+  DeviceBuffer ffn_norm;   // [n_embd] f32
+  DeviceMatrix gate;       // [n_ff, n_embd]
+  DeviceMatrix up;         // [n_ff, n_embd]
+  DeviceMatrix down;       // [n_embd, n_ff]
+};
+
+absl::Status UploadVector(const float* host, int64_t n, DeviceBuffer* out) {
+  RETURN_IF_ERROR(out->Allocate(n * sizeof(float)));
+  SPECSERVE_CUDA_RETURN_IF_ERROR(cudaMemcpy(out->get(), host, n * sizeof(float), cudaMemcpyHostToDevice));
+  return absl::OkStatus();
+}
+
+// F16 rows go up as stored; other types are widened row by row and rounded
+// to f16, a slab of rows at a time.
+absl::Status UploadMatrix(const MatrixView& m, DeviceMatrix* out) {
+  out->rows = m.rows;
+  out->cols = m.cols;
+  const size_t bytes = static_cast<size_t>(m.rows) * m.cols * sizeof(uint16_t);
+  RETURN_IF_ERROR(out->data.Allocate(bytes));
+  if (m.type == GgmlType::kF16 && m.row_bytes == m.cols * sizeof(uint16_t)) {
+    SPECSERVE_CUDA_RETURN_IF_ERROR(cudaMemcpy(out->data.get(), m.data, bytes, cudaMemcpyHostToDevice));
+    return absl::OkStatus();
+  }
+  const int64_t slab = std::max<int64_t>(1, (int64_t{16} << 20) / std::max<int64_t>(1, m.cols));
+  std::vector<float> row(m.cols);
+  std::vector<uint16_t> half(static_cast<size_t>(std::min(slab, m.rows)) * m.cols);
+  for (int64_t r0 = 0; r0 < m.rows; r0 += slab) {
+    const int64_t n = std::min(slab, m.rows - r0);
+    for (int64_t r = 0; r < n; ++r) {
+      DequantizeRow(m.type, m.row(r0 + r), row.data(), m.cols);
+      for (int64_t c = 0; c < m.cols; ++c) half[r * m.cols + c] = F32ToF16(row[c]);
+    }
+    SPECSERVE_CUDA_RETURN_IF_ERROR(cudaMemcpy(out->data.as<uint16_t>() + r0 * m.cols, half.data(),
+                                              n * m.cols * sizeof(uint16_t), cudaMemcpyHostToDevice));
+  }
+  return absl::OkStatus();
+}
+
+class CudaBackend final : public Backend {
+ public:
+  CudaBackend(const Model& model, const BackendOptions& opts, int32_t kv_blocks)
+      : c_(model.config), w_(model.weights), pool_(kv_blocks, opts.kv_block_size), device_(opts.device) {
+    const char* env = std::getenv("SPECSERVE_CUDA_MATMUL");
+    precision_ = (env != nullptr && std::string(env) == "f16") ? cuda::MatmulPrecision::kF16
+                                                               : cuda::MatmulPrecision::kSplitF16;
+  }
+
+  ~CudaBackend() override {
+    cudaSetDevice(device_);
+    if (cublas_ != nullptr) cublasDestroy(cublas_);
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+  }
+
+  absl::Status Init() {
+    SPECSERVE_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
+    cudaDeviceProp prop;
+    SPECSERVE_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&prop, device_));
+    device_name_ = prop.name;
+    SPECSERVE_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    RETURN_IF_ERROR(cuda::CublasStatus(cublasCreate(&cublas_), "cublasCreate"));
+    RETURN_IF_ERROR(cuda::CublasStatus(cublasSetStream(cublas_, stream_), "cublasSetStream"));
+
+    RETURN_IF_ERROR(UploadMatrix(w_.tok_embd, &tok_embd_));
+    if (w_.output.data == w_.tok_embd.data && w_.output.type == w_.tok_embd.type) {
+      output_ = &tok_embd_;  // tied embeddings: one copy on the device
+    } else {
+      RETURN_IF_ERROR(UploadMatrix(w_.output, &output_own_));
+      output_ = &output_own_;
+    }
+    RETURN_IF_ERROR(UploadVector(w_.output_norm, c_.n_embd, &output_norm_));
+    if (w_.rope_freqs != nullptr) RETURN_IF_ERROR(UploadVector(w_.rope_freqs, c_.rope_dim / 2, &rope_freqs_));
+    layers_.resize(c_.n_layer);
+    for (int l = 0; l < c_.n_layer; ++l) {
+      const LayerWeights& L = w_.layers[l];
+      DeviceLayer& D = layers_[l];
+      RETURN_IF_ERROR(UploadVector(L.attn_norm, c_.n_embd, &D.attn_norm));
+      RETURN_IF_ERROR(UploadVector(L.ffn_norm, c_.n_embd, &D.ffn_norm));
+      RETURN_IF_ERROR(UploadMatrix(L.wq, &D.wq));
+      RETURN_IF_ERROR(UploadMatrix(L.wk, &D.wk));
+      RETURN_IF_ERROR(UploadMatrix(L.wv, &D.wv));
+      RETURN_IF_ERROR(UploadMatrix(L.wo, &D.wo));
+      RETURN_IF_ERROR(UploadMatrix(L.gate, &D.gate));
+      RETURN_IF_ERROR(UploadMatrix(L.up, &D.up));
+      RETURN_IF_ERROR(UploadMatrix(L.down, &D.down));
+      if (c_.qkv_bias) {
+        RETURN_IF_ERROR(UploadVector(L.bq, c_.q_dim(), &D.bq));
+        RETURN_IF_ERROR(UploadVector(L.bk, c_.kv_dim(), &D.bk));
+        RETURN_IF_ERROR(UploadVector(L.bv, c_.kv_dim(), &D.bv));
+      }
+    }
+    const size_t per_layer = static_cast<size_t>(pool_.num_blocks()) * pool_.block_size() * c_.kv_dim();
+    RETURN_IF_ERROR(kv_.Allocate(2 * per_layer * c_.n_layer * sizeof(float)));
+    SPECSERVE_CUDA_RETURN_IF_ERROR(cudaMemset(kv_.get(), 0, kv_.bytes()));
+    // The uploads and the memset ran on the legacy stream; stream_ does not
+    // wait for it (non-blocking), so finish them here.
+    SPECSERVE_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
+    return absl::OkStatus();
+  }
+
+  KvPool& kv_pool() override { return pool_; }
+  const ModelConfig& config() const override { return c_; }
+  std::string name() const override {
+    return absl::StrCat("cuda(device ", device_, ": ", device_name_, ", ",
+                        precision_ == cuda::MatmulPrecision::kF16 ? "f16" : "split-f16", " matmul)");
+  }
+
+  absl::Status Forward(absl::Span<const ForwardSeq> batch, std::vector<float>* logits) override {
+    SPECSERVE_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
+    RETURN_IF_ERROR(PrepareBatch(batch, c_, pool_));
+    absl::Status st = Run(batch, logits);
+    if (!st.ok()) {
+      cudaStreamSynchronize(stream_);  // nothing in flight may still read the pinned metadata
+      // Give back the slots PrepareBatch reserved: no sequence changed.
+      for (const ForwardSeq& s : batch) pool_.Truncate(*s.kv, s.kv->length);
+      return st;
+    }
+    for (const ForwardSeq& s : batch) s.kv->length += static_cast<int32_t>(s.tokens.size());
+    return absl::OkStatus();
+  }
+
+ private:
+  // Device views of the current pass's metadata.
+  struct Meta {
+    int32_t* tokens;       // [T]
+    int32_t* positions;    // [T]
+    int32_t* token_seq;    // [T]
+    int64_t* slots;        // [T]
+    int32_t* table_offset; // [n_seqs]
+    int32_t* tables;       // concatenated block tables
+    int32_t* logit_rows;   // [R] flattened-batch row of each logits row
+  };
+
+  absl::Status Run(absl::Span<const ForwardSeq> batch, std::vector<float>* logits) {
+    RETURN_IF_ERROR(Layout(batch));
+    if (T_ == 0) {
+      logits->clear();
+      return absl::OkStatus();
+    }
+    RETURN_IF_ERROR(Embed());
+    for (int l = 0; l < c_.n_layer; ++l) RETURN_IF_ERROR(Block(l));
+    return Logits(logits);
+  }
+
+  // Packs the batch's metadata, uploads it, and sizes the activations.
+  absl::Status Layout(absl::Span<const ForwardSeq> batch) {
+    T_ = 0;
+    R_ = 0;
+    int64_t table_len = 0;
+    max_keys_ = 1;
+    for (const ForwardSeq& s : batch) {
+      T_ += static_cast<int64_t>(s.tokens.size());
+      R_ += s.n_logits;
+      table_len += static_cast<int64_t>(s.kv->blocks.size());
+      max_keys_ = std::max<int32_t>(max_keys_, s.kv->length + static_cast<int32_t>(s.tokens.size()));
+    }
+    if (T_ == 0) return absl::OkStatus();
+    const int64_t B = static_cast<int64_t>(batch.size());
+    // Sections (8-byte aligned): slots first, then the int32 arrays.
+    const size_t n32 = 3 * T_ + B + table_len + R_;
+    const size_t bytes = T_ * sizeof(int64_t) + n32 * sizeof(int32_t);
+    RETURN_IF_ERROR(meta_host_.Reserve(bytes));
+    RETURN_IF_ERROR(meta_dev_.Reserve(bytes));
+    char* h = meta_host_.get();
+    int64_t* slots = reinterpret_cast<int64_t*>(h);
+    int32_t* tokens = reinterpret_cast<int32_t*>(slots + T_);
+    int32_t* positions = tokens + T_;
+    int32_t* token_seq = positions + T_;
+    int32_t* table_offset = token_seq + T_;
+    int32_t* tables = table_offset + B;
+    int32_t* logit_rows = tables + table_len;
+    const int32_t bs = pool_.block_size();
+    int64_t t = 0, tab = 0, r = 0;
+    for (int64_t i = 0; i < B; ++i) {
+      const ForwardSeq& s = batch[i];
+      const KvSeq& kv = *s.kv;
+      table_offset[i] = static_cast<int32_t>(tab);
+      std::copy(kv.blocks.begin(), kv.blocks.end(), tables + tab);
+      tab += static_cast<int64_t>(kv.blocks.size());
+      const int64_t n = static_cast<int64_t>(s.tokens.size());
+      for (int64_t j = 0; j < n; ++j, ++t) {
+        const int32_t p = kv.length + static_cast<int32_t>(j);
+        tokens[t] = s.tokens[j];
+        positions[t] = p;
+        token_seq[t] = static_cast<int32_t>(i);
+        slots[t] = static_cast<int64_t>(kv.blocks[p / bs]) * bs + p % bs;
+        if (j >= n - s.n_logits) logit_rows[r++] = static_cast<int32_t>(t);
+      }
+    }
+    SPECSERVE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(meta_dev_.get(), h, bytes, cudaMemcpyHostToDevice, stream_));
+    int64_t* ds = meta_dev_.as<int64_t>();
+    int32_t* d32 = reinterpret_cast<int32_t*>(ds + T_);
+    meta_ = Meta{d32, d32 + T_, d32 + 2 * T_, ds, d32 + 3 * T_, d32 + 3 * T_ + B, d32 + 3 * T_ + B + table_len};
+    return Reserve();
+  }
+
+  absl::Status Reserve() {
+    const int64_t T = T_, d = c_.n_embd;
+    RETURN_IF_ERROR(x_.Reserve(T * d * sizeof(float)));
+    RETURN_IF_ERROR(xn_.Reserve(T * d * sizeof(float)));
+    RETURN_IF_ERROR(q_.Reserve(T * c_.q_dim() * sizeof(float)));
+    RETURN_IF_ERROR(k_.Reserve(T * c_.kv_dim() * sizeof(float)));
+    RETURN_IF_ERROR(v_.Reserve(T * c_.kv_dim() * sizeof(float)));
+    RETURN_IF_ERROR(attn_.Reserve(T * c_.q_dim() * sizeof(float)));
+    RETURN_IF_ERROR(gate_.Reserve(T * c_.n_ff * sizeof(float)));
+    RETURN_IF_ERROR(up_.Reserve(T * c_.n_ff * sizeof(float)));
+    RETURN_IF_ERROR(hidden_.Reserve(std::max<int64_t>(R_, 1) * d * sizeof(float)));
+    RETURN_IF_ERROR(logits_.Reserve(std::max<int64_t>(R_, 1) * c_.vocab * sizeof(float)));
+    size_t mm = 0;
+    const int64_t shapes[][2] = {{c_.q_dim(), d}, {c_.kv_dim(), d}, {d, c_.q_dim()}, {c_.n_ff, d}, {d, c_.n_ff}};
+    for (const auto& rc : shapes) mm = std::max(mm, cuda::MatmulWorkspaceBytes(T, rc[0], rc[1], precision_));
+    mm = std::max(mm, cuda::MatmulWorkspaceBytes(R_, c_.vocab, d, precision_));
+    RETURN_IF_ERROR(matmul_ws_.Reserve(mm));
+    RETURN_IF_ERROR(attn_ws_.Reserve(
+        cuda::PagedAttentionWorkspaceBytes(T, c_.n_head, c_.n_head_kv, c_.head_dim, max_keys_)));
+    return absl::OkStatus();
+  }
+
+  enum Flags { kNone = 0, kAccumulate = 1, kSameInput = 2 };  // kSameInput: x as in the previous MatMul
+  absl::Status MatMul(const DeviceMatrix& w, const DeviceBuffer& x, int64_t T, DeviceBuffer& y, int flags = kNone) {
+    cuda::MatmulArgs a;
+    a.w = w.data.get();
+    a.rows = w.rows;
+    a.cols = w.cols;
+    a.x = x.as<float>();
+    a.T = T;
+    a.y = y.as<float>();
+    a.accumulate = (flags & kAccumulate) != 0;
+    a.reuse_converted_x = (flags & kSameInput) != 0;
+    a.precision = precision_;
+    a.workspace = matmul_ws_.get();
+    a.workspace_bytes = matmul_ws_.bytes();
+    a.handle = cublas_;
+    return cuda::LaunchMatmul(a, stream_);
+  }
+
+  absl::Status RmsNorm(const DeviceBuffer& x, const DeviceBuffer& w, DeviceBuffer& y, int64_t T) {
+    return cuda::LaunchRmsNorm({x.as<float>(), w.as<float>(), y.as<float>(), T, c_.n_embd, c_.rms_eps}, stream_);
+  }
+
+  absl::Status Embed() {
+    cuda::EmbeddingArgs a;
+    a.table = tok_embd_.data.get();
+    a.type = GgmlType::kF16;
+    a.rows = c_.vocab;
+    a.cols = c_.n_embd;
+    a.ids = meta_.tokens;
+    a.T = T_;
+    a.out = x_.as<float>();
+    return cuda::LaunchEmbedding(a, stream_);
+  }
+
+  // x += Attention(RmsNorm(x)); x += FFN(RmsNorm(x))
+  absl::Status Block(int l) {
+    const DeviceLayer& L = layers_[l];
+    RETURN_IF_ERROR(RmsNorm(x_, L.attn_norm, xn_, T_));
+    RETURN_IF_ERROR(MatMul(L.wq, xn_, T_, q_));
+    RETURN_IF_ERROR(MatMul(L.wk, xn_, T_, k_, kSameInput));
+    RETURN_IF_ERROR(MatMul(L.wv, xn_, T_, v_, kSameInput));
+    if (c_.qkv_bias) {
+      RETURN_IF_ERROR(cuda::LaunchAdd({q_.as<float>(), L.bq.as<float>(), T_, c_.q_dim(), true}, stream_));
+      RETURN_IF_ERROR(cuda::LaunchAdd({k_.as<float>(), L.bk.as<float>(), T_, c_.kv_dim(), true}, stream_));
+      RETURN_IF_ERROR(cuda::LaunchAdd({v_.as<float>(), L.bv.as<float>(), T_, c_.kv_dim(), true}, stream_));
+    }
+    const float* freqs = rope_freqs_.as<float>();  // nullptr when the file has none
+    const cpu::RopeParams rq{c_.n_head, c_.head_dim, c_.rope_dim, c_.rope_base, c_.rope_neox, freqs,
+                             c_.rope_freq_scale};
+    const cpu::RopeParams rk{c_.n_head_kv, c_.head_dim, c_.rope_dim, c_.rope_base, c_.rope_neox, freqs,
+                             c_.rope_freq_scale};
+    RETURN_IF_ERROR(cuda::LaunchRope({q_.as<float>(), meta_.positions, T_, 0, rq}, stream_));
+    RETURN_IF_ERROR(cuda::LaunchRope({k_.as<float>(), meta_.positions, T_, 0, rk}, stream_));
+
+    const int64_t slots = static_cast<int64_t>(pool_.num_blocks()) * pool_.block_size();
+    float* k_cache = kv_.as<float>() + (2 * l) * slots * c_.kv_dim();
+    float* v_cache = k_cache + slots * c_.kv_dim();
+    cuda::KvStoreArgs kvs;
+    kvs.k = k_.as<float>();
+    kvs.v = v_.as<float>();
+    kvs.slots = meta_.slots;
+    kvs.T = T_;
+    kvs.kv_dim = c_.kv_dim();
+    kvs.k_cache = k_cache;
+    kvs.v_cache = v_cache;
+    kvs.num_slots = slots;
+    RETURN_IF_ERROR(cuda::LaunchKvStore(kvs, stream_));
+
+    cuda::PagedAttentionArgs at;
+    at.q = q_.as<float>();
+    at.positions = meta_.positions;
+    at.token_seq = meta_.token_seq;
+    at.block_tables = meta_.tables;
+    at.table_offset = meta_.table_offset;
+    at.T = T_;
+    at.max_keys = max_keys_;
+    at.k_cache = k_cache;
+    at.v_cache = v_cache;
+    at.n_head = c_.n_head;
+    at.n_head_kv = c_.n_head_kv;
+    at.head_dim = c_.head_dim;
+    at.block_size = pool_.block_size();
+    at.scale = 1.0f / std::sqrt(static_cast<float>(c_.head_dim));
+    at.out = attn_.as<float>();
+    at.workspace = attn_ws_.get();
+    at.workspace_bytes = attn_ws_.bytes();
+    RETURN_IF_ERROR(cuda::LaunchPagedAttention(at, stream_));
+    RETURN_IF_ERROR(MatMul(L.wo, attn_, T_, x_, kAccumulate));
+
+    RETURN_IF_ERROR(RmsNorm(x_, L.ffn_norm, xn_, T_));
+    RETURN_IF_ERROR(MatMul(L.gate, xn_, T_, gate_));
+    RETURN_IF_ERROR(MatMul(L.up, xn_, T_, up_, kSameInput));
+    RETURN_IF_ERROR(cuda::LaunchSwiGlu({gate_.as<float>(), up_.as<float>(), gate_.as<float>(), T_ * c_.n_ff}, stream_));
+    return MatMul(L.down, gate_, T_, x_, kAccumulate);
+  }
+
+  absl::Status Logits(std::vector<float>* logits) {
+    logits->resize(static_cast<size_t>(R_) * c_.vocab);
+    if (R_ == 0) return cuda::CudaStatus(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+    // Gather the final hidden states of the rows asked for: [R, n_embd].
+    cuda::EmbeddingArgs g;
+    g.table = x_.get();
+    g.type = GgmlType::kF32;
+    g.rows = T_;
+    g.cols = c_.n_embd;
+    g.ids = meta_.logit_rows;
+    g.T = R_;
+    g.out = hidden_.as<float>();
+    RETURN_IF_ERROR(cuda::LaunchEmbedding(g, stream_));
+    RETURN_IF_ERROR(RmsNorm(hidden_, output_norm_, hidden_, R_));
+    RETURN_IF_ERROR(MatMul(*output_, hidden_, R_, logits_));
+    const size_t bytes = logits->size() * sizeof(float);
+    RETURN_IF_ERROR(logits_host_.Reserve(bytes));
+    SPECSERVE_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(logits_host_.get(), logits_.get(), bytes, cudaMemcpyDeviceToHost, stream_));
+    SPECSERVE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+    std::memcpy(logits->data(), logits_host_.get(), bytes);
+    return absl::OkStatus();
+  }
+
+  const ModelConfig& c_;
+  const ModelWeights& w_;
+  KvPool pool_;
+  const int device_;
+  std::string device_name_;
+  cuda::MatmulPrecision precision_;
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;
+
+  DeviceMatrix tok_embd_;            // [vocab, n_embd]
+  DeviceMatrix output_own_;          // [vocab, n_embd] when not tied
+  const DeviceMatrix* output_ = nullptr;
+  DeviceBuffer output_norm_;         // [n_embd]
+  DeviceBuffer rope_freqs_;          // [rope_dim / 2] Llama 3.1 frequency divisors, or empty
+  std::vector<DeviceLayer> layers_;  // [n_layer]
+  DeviceBuffer kv_;                  // [n_layer][K, V][num_blocks * block_size, kv_dim] f32
+
+  // The current pass.
+  int64_t T_ = 0, R_ = 0;
+  int32_t max_keys_ = 1;
+  Meta meta_{};
+  PinnedBuffer meta_host_, logits_host_;
+  DeviceBuffer meta_dev_;
+  DeviceBuffer x_, xn_, q_, k_, v_, attn_, gate_, up_, hidden_, logits_;
+  DeviceBuffer matmul_ws_, attn_ws_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Backend>> MakeCudaBackend(const Model& model, const BackendOptions& opts) {
+  const int n = cuda::DeviceCount();
+  if (n == 0) return absl::FailedPreconditionError("no CUDA device");
+  if (opts.device < 0 || opts.device >= n) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("CUDA device ", opts.device, " requested but ", n, " present"));
+  }
+  if (opts.kv_block_size < 1 || opts.kv_block_size > 1024) {
+    return absl::InvalidArgumentError("kv_block_size must be in [1, 1024]");
+  }
+  const ModelConfig& c = model.config;
+  if (c.head_dim % 4 != 0 || c.head_dim > 256) {
+    return absl::UnimplementedError(
+        absl::StrCat("the CUDA attention kernel needs head_dim a multiple of 4 and <= 256, got ", c.head_dim));
+  }
+  int32_t blocks = opts.kv_blocks;
+  if (blocks <= 0) blocks = KvPool::BlocksFor(c.n_ctx, opts.kv_block_size) * 8;
+  auto backend = std::make_unique<CudaBackend>(model, opts, blocks);
+  RETURN_IF_ERROR(backend->Init());
+  return std::unique_ptr<Backend>(std::move(backend));
+}
+
+}  // namespace specserve

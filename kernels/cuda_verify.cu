@@ -1,0 +1,687 @@
+#include "kernels/cuda_verify.cuh"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "common/rng.h"
+#include "common/status_macros.h"
+#include "kernels/cuda_device_utils.cuh"
+#include "kernels/glibc_expf.h"
+
+namespace specserve::cuda {
+namespace {
+
+constexpr int kThreads = 512;
+constexpr int kWarps = kThreads / device::kWarp;
+constexpr int kItems = 4;                 // consecutive entries per thread in an ordered pass
+constexpr int kTile = kThreads * kItems;  // entries compacted per step of an ordered pass
+constexpr int kChunk = 1024;              // rank-ordered keys sorted per step of top-p
+
+struct RowStat {
+  double psum;     // sum of the row's p in ascending id order (SampleFromProbs' total)
+  int32_t argmax;  // Argmax of the logits
+  int32_t plast;   // last id with p > 0, -1 if none
+};
+
+struct KernelParams {
+  VerifyBatchArgs a;
+  float* probs;    // [batch, max_k + 1, vocab] p rows (e before normalisation)
+  float* resid;    // [batch, vocab] residual max(0, p - q)
+  RowStat* stats;  // [batch, max_k + 1]
+};
+
+// Shared memory of one block; the phases that use the union are separated
+// by __syncthreads.
+struct Shared {
+  union {
+    struct {
+      unsigned hist[kWarps][256];
+      unsigned total[256];
+    } radix;
+    struct {
+      float vals[kTile];
+      int32_t idx[kTile];
+    } tile;
+    uint64_t keys[kChunk];
+  } u;
+  int warp_base[kWarps + 1];
+  uint64_t u64;
+  double f64;
+  float f32;
+  int i32[6];
+  float argmax_v[kWarps];
+  int argmax_i[kWarps];
+};
+
+// --- The recipe of common/sampling.cc, on the device ---------------------
+
+// The rank order as one integer: larger key ranks earlier (sampling.cc RankKey).
+__device__ __forceinline__ uint64_t RankKey(float logit, int32_t id) {
+  if (!(logit == logit)) logit = -INFINITY;
+  if (logit == 0.0f) logit = 0.0f;
+  uint32_t bits = __float_as_uint(logit);
+  bits = (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
+  return (static_cast<uint64_t>(bits) << 32) | (0xFFFFFFFFu - static_cast<uint32_t>(id));
+}
+__device__ __forceinline__ int32_t KeyId(uint64_t key) {
+  return static_cast<int32_t>(0xFFFFFFFFu - static_cast<uint32_t>(key));
+}
+
+// e = expf((logit - max_logit) / temperature), NaN -> 0; IEEE steps, glibc's expf.
+__device__ __forceinline__ float Weight(float logit, float max_logit, float temperature) {
+  const float e = GlibcExpf(__fdiv_rn(__fsub_rn(logit, max_logit), temperature));
+  return e == e ? e : 0.0f;
+}
+
+// Argmax (lowest index among equal maxima, NaN never wins, 0 if no value
+// exceeds -inf). Every thread gets the index; the value is read back from v.
+__device__ int BlockArgmax(const float* v, int n, Shared& sh) {
+  float bv = -INFINITY;
+  int bi = 0x7fffffff;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    const float x = v[i];
+    if (x > bv) {
+      bv = x;
+      bi = i;
+    }
+  }
+#pragma unroll
+  for (int o = device::kWarp / 2; o > 0; o /= 2) {
+    const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+    const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+    if (ov > bv || (ov == bv && oi < bi)) {
+      bv = ov;
+      bi = oi;
+    }
+  }
+  const int lane = threadIdx.x % device::kWarp, warp = threadIdx.x / device::kWarp;
+  if (lane == 0) {
+    sh.argmax_v[warp] = bv;
+    sh.argmax_i[warp] = bi;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float best_v = -INFINITY;
+    int best_i = 0x7fffffff;
+    for (int w = 0; w < kWarps; ++w) {
+      if (sh.argmax_v[w] > best_v || (sh.argmax_v[w] == best_v && sh.argmax_i[w] < best_i)) {
+        best_v = sh.argmax_v[w];
+        best_i = sh.argmax_i[w];
+      }
+    }
+    sh.i32[0] = (best_v == -INFINITY || best_i == 0x7fffffff) ? 0 : best_i;
+  }
+  __syncthreads();
+  const int best = sh.i32[0];
+  __syncthreads();
+  return best;
+}
+
+// Calls visit(i, x) on thread 0 for every i in [0, n) whose x = value(i) is
+// > 0, in ascending i, until visit returns true. The block compacts each
+// tile of kTile entries in order, so the serial part only touches nonzero
+// entries. All threads must call it.
+template <typename ValueFn, typename VisitFn>
+__device__ void OrderedVisit(int n, ValueFn value, VisitFn visit, Shared& sh) {
+  const int lane = threadIdx.x % device::kWarp, warp = threadIdx.x / device::kWarp;
+  for (int base = 0; base < n; base += kTile) {
+    const int first = base + threadIdx.x * kItems;
+    float x[kItems];
+    int cnt = 0;
+#pragma unroll
+    for (int j = 0; j < kItems; ++j) {
+      x[j] = first + j < n ? value(first + j) : 0.0f;
+      cnt += x[j] > 0.0f;
+    }
+    int incl = cnt;  // inclusive warp scan
+#pragma unroll
+    for (int o = 1; o < device::kWarp; o *= 2) {
+      const int y = __shfl_up_sync(0xffffffffu, incl, o);
+      if (lane >= o) incl += y;
+    }
+    if (lane == device::kWarp - 1) sh.warp_base[warp] = incl;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      int run = 0;
+      for (int w = 0; w < kWarps; ++w) {
+        const int c = sh.warp_base[w];
+        sh.warp_base[w] = run;
+        run += c;
+      }
+      sh.warp_base[kWarps] = run;
+    }
+    __syncthreads();
+    int pos = sh.warp_base[warp] + incl - cnt;
+#pragma unroll
+    for (int j = 0; j < kItems; ++j) {
+      if (x[j] > 0.0f) {
+        sh.u.tile.vals[pos] = x[j];
+        sh.u.tile.idx[pos] = first + j;
+        ++pos;
+      }
+    }
+    const int count = sh.warp_base[kWarps];
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      int stop = 0;
+      for (int c = 0; c < count; ++c) {
+        if (visit(sh.u.tile.idx[c], sh.u.tile.vals[c])) {
+          stop = 1;
+          break;
+        }
+      }
+      sh.i32[1] = stop;
+    }
+    __syncthreads();
+    const int stop = sh.i32[1];
+    __syncthreads();
+    if (stop) break;
+  }
+}
+
+// Sum of the positive values in ascending index order, in double (the
+// recipe's DenseSum: zeros add nothing). Every thread gets the result.
+template <typename ValueFn>
+__device__ double OrderedSum(int n, ValueFn value, Shared& sh) {
+  double s = 0.0;
+  OrderedVisit(n, value, [&](int, float v) { s = __dadd_rn(s, static_cast<double>(v)); return false; }, sh);
+  if (threadIdx.x == 0) sh.f64 = s;
+  __syncthreads();
+  s = sh.f64;
+  __syncthreads();
+  return s;
+}
+
+// The m-th largest (1-based) rank key among the row's keys in [lo, hi):
+// MSB-first radix select, 8 bits per pass, per-warp histograms with
+// match_any aggregation. Requires 1 <= m <= that count. All threads call it.
+__device__ uint64_t SelectKth(const float* logits, int V, uint64_t lo, uint64_t hi, unsigned m, Shared& sh) {
+  const int lane = threadIdx.x % device::kWarp, warp = threadIdx.x / device::kWarp;
+  uint64_t prefix = 0, mask = 0;
+  unsigned rem = m;
+  for (int shift = 56; shift >= 0; shift -= 8) {
+    for (int i = threadIdx.x; i < kWarps * 256; i += blockDim.x) (&sh.u.radix.hist[0][0])[i] = 0;
+    __syncthreads();
+    for (int base = 0; base < V; base += blockDim.x) {
+      const int i = base + threadIdx.x;
+      bool in = false;
+      unsigned digit = 0;
+      if (i < V) {
+        const uint64_t key = RankKey(logits[i], i);
+        in = key >= lo && key < hi && (key & mask) == prefix;
+        digit = static_cast<unsigned>(key >> shift) & 255u;
+      }
+      const unsigned peers = __match_any_sync(0xffffffffu, in ? digit : 256u + lane);
+      if (in && lane == __ffs(peers) - 1) atomicAdd(&sh.u.radix.hist[warp][digit], __popc(peers));
+    }
+    __syncthreads();
+    for (int d = threadIdx.x; d < 256; d += blockDim.x) {
+      unsigned s = 0;
+      for (int w = 0; w < kWarps; ++w) s += sh.u.radix.hist[w][d];
+      sh.u.radix.total[d] = s;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      int d = 255;
+      for (; d > 0; --d) {
+        if (rem <= sh.u.radix.total[d]) break;
+        rem -= sh.u.radix.total[d];
+      }
+      sh.u64 = prefix | (static_cast<uint64_t>(d) << shift);
+      sh.i32[2] = static_cast<int>(rem);
+    }
+    __syncthreads();
+    prefix = sh.u64;
+    rem = static_cast<unsigned>(sh.i32[2]);
+    mask |= 0xFFull << shift;
+    __syncthreads();
+  }
+  return prefix;
+}
+
+// Sorts keys[0, n) descending; n a power of two <= kChunk.
+__device__ void BitonicSortDescending(uint64_t* keys, int n) {
+  for (int k = 2; k <= n; k <<= 1) {
+    for (int j = k >> 1; j > 0; j >>= 1) {
+      for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        const int ixj = i ^ j;
+        if (ixj > i) {
+          const uint64_t a = keys[i], b = keys[ixj];
+          const bool descending = (i & k) == 0;
+          if (descending ? a < b : a > b) {
+            keys[i] = b;
+            keys[ixj] = a;
+          }
+        }
+      }
+      __syncthreads();
+    }
+  }
+}
+
+// sampling.cc TopPCutoff: the rank key of the last token top-p keeps, i.e.
+// the first key in rank order at which the running double sum of e reaches
+// target, over the pool (the pool_size keys >= pool_lo); the pool's last key
+// if it never does. Walks the rank order in sorted chunks of kChunk keys.
+__device__ uint64_t TopPCutoff(const float* logits, int V, uint64_t pool_lo, int pool_size,
+                               const float* e, double target, Shared& sh) {
+  uint64_t upper = ~0ull;  // exclusive: no rank key reaches it
+  int remaining = pool_size;
+  double cum = 0.0;        // thread 0's running sum
+  for (;;) {
+    const int m = min(kChunk, remaining);
+    const uint64_t lo = m == remaining ? pool_lo : SelectKth(logits, V, pool_lo, upper, m, sh);
+    if (threadIdx.x == 0) sh.i32[3] = 0;
+    __syncthreads();
+    for (int i = threadIdx.x; i < V; i += blockDim.x) {
+      const uint64_t key = RankKey(logits[i], i);
+      if (key >= lo && key < upper) {
+        const int slot = atomicAdd(&sh.i32[3], 1);
+        if (slot < kChunk) sh.u.keys[slot] = key;
+      }
+    }
+    __syncthreads();
+    int n2 = 1;
+    while (n2 < m) n2 <<= 1;
+    for (int j = m + threadIdx.x; j < n2; j += blockDim.x) sh.u.keys[j] = 0;  // 0 ranks after every key
+    __syncthreads();
+    BitonicSortDescending(sh.u.keys, n2);
+    if (threadIdx.x == 0) {
+      int found = 0;
+      uint64_t cut = 0;
+      for (int j = 0; j < m; ++j) {
+        cum = __dadd_rn(cum, static_cast<double>(e[KeyId(sh.u.keys[j])]));
+        if (cum >= target) {
+          cut = sh.u.keys[j];
+          found = 1;
+          break;
+        }
+      }
+      if (!found && m == remaining) {  // not reached at all: rounding; keep the pool
+        cut = sh.u.keys[m - 1];
+        found = 1;
+      }
+      sh.u64 = cut;
+      sh.i32[4] = found;
+    }
+    __syncthreads();
+    const int found = sh.i32[4];
+    const uint64_t cut = sh.u64;
+    __syncthreads();
+    if (found) return cut;
+    remaining -= m;
+    upper = lo;
+  }
+}
+
+// sampling.cc SampleFromProbs over weights w[0, ..) whose positive entries
+// sum (in order) to total and end at `last`: the first i with running sum >
+// u * total, else last. Every thread gets the token.
+template <typename ValueFn>
+__device__ int SampleOrdered(ValueFn w, double total, int last, float u, Shared& sh) {
+  if (last < 0) return -1;
+  const double target = __dmul_rn(static_cast<double>(u), total);
+  double cum = 0.0;
+  int found = last;
+  OrderedVisit(
+      last, w,
+      [&](int i, float v) {
+        cum = __dadd_rn(cum, static_cast<double>(v));
+        if (cum > target) {
+          found = i;
+          return true;
+        }
+        return false;
+      },
+      sh);
+  if (threadIdx.x == 0) sh.i32[5] = found;
+  __syncthreads();
+  found = sh.i32[5];
+  __syncthreads();
+  return found;
+}
+
+// --- Kernel 1: TargetDistribution of one row ------------------------------
+
+__global__ void __launch_bounds__(kThreads) TargetRowKernel(KernelParams kp) {
+  __shared__ Shared sh;
+  const VerifyBatchArgs& a = kp.a;
+  const int b = blockIdx.y, i = blockIdx.x;
+  const int kb = min(max(a.k[b], 0), a.max_k);
+  if (i > kb) return;
+  const int V = a.vocab;
+  const int64_t row = static_cast<int64_t>(b) * (a.max_k + 1) + i;
+  const float* logits = a.logits + row * V;
+  float* p = kp.probs + row * V;
+  RowStat* stat = kp.stats + row;
+  const SamplingParams P = a.params[b];
+
+  const int best = BlockArgmax(logits, V, sh);
+  if (threadIdx.x == 0) {
+    stat->argmax = best;
+    stat->psum = 0.0;
+    stat->plast = -1;
+  }
+  const float t = P.temperature;
+  if (!(t > 0.0f)) return;  // greedy: only the argmax is used
+  const float max_logit = logits[best];
+  if (!isfinite(max_logit)) {  // no finite maximum: one-hot at the argmax
+    for (int x = threadIdx.x; x < V; x += blockDim.x) p[x] = x == best ? 1.0f : 0.0f;
+    if (threadIdx.x == 0) {
+      stat->psum = 1.0;
+      stat->plast = best;
+    }
+    return;
+  }
+  const bool use_top_k = P.top_k > 0 && P.top_k < V;
+  const bool use_top_p = P.top_p < 1.0f;
+  const uint64_t kth = use_top_k ? SelectKth(logits, V, 0, ~0ull, static_cast<unsigned>(P.top_k), sh) : 0;
+  for (int x = threadIdx.x; x < V; x += blockDim.x) {
+    const float l = logits[x];
+    p[x] = (!use_top_k || RankKey(l, x) >= kth) ? Weight(l, max_logit, t) : 0.0f;
+  }
+  __syncthreads();
+  auto value = [p](int x) { return p[x]; };
+  if (use_top_p) {
+    const double target = __dmul_rn(static_cast<double>(P.top_p), OrderedSum(V, value, sh));
+    const uint64_t cutoff = TopPCutoff(logits, V, use_top_k ? kth : 0, use_top_k ? P.top_k : V, p, target, sh);
+    for (int x = threadIdx.x; x < V; x += blockDim.x) {
+      if (p[x] != 0.0f && RankKey(logits[x], x) < cutoff) p[x] = 0.0f;
+    }
+    __syncthreads();
+  }
+  const double total = OrderedSum(V, value, sh);  // >= 1: the argmax has weight expf(0)
+  for (int x = threadIdx.x; x < V; x += blockDim.x) {
+    p[x] = __double2float_rn(__ddiv_rn(static_cast<double>(p[x]), total));
+  }
+  __syncthreads();
+  double psum = 0.0;
+  int last = -1;
+  OrderedVisit(V, value, [&](int x, float v) {
+    psum = __dadd_rn(psum, static_cast<double>(v));
+    last = x;
+    return false;
+  }, sh);
+  if (threadIdx.x == 0) {
+    stat->psum = psum;
+    stat->plast = last;
+  }
+}
+
+// --- Kernel 2: the accept tests and the final draw of one sequence --------
+
+enum Mode : int { kSampleP = 0, kResidual = 1 };
+
+__global__ void __launch_bounds__(kThreads) DecideKernel(KernelParams kp) {
+  __shared__ Shared sh;
+  const VerifyBatchArgs& a = kp.a;
+  const int b = blockIdx.x;
+  const int V = a.vocab, K = a.max_k;
+  const int kb = min(max(a.k[b], 0), K);
+  const SamplingParams P = a.params[b];
+  const uint64_t first = a.first_position[b];
+  const int64_t row0 = static_cast<int64_t>(b) * (K + 1);
+  const int32_t* drafts = a.draft_tokens + static_cast<int64_t>(b) * K;
+
+  if (!(P.temperature > 0.0f)) {  // greedy: accept while d_i == argmax of row i
+    if (threadIdx.x == 0) {
+      int n = kb, x = kp.stats[row0 + kb].argmax;
+      for (int i = 0; i < kb; ++i) {
+        const int best = kp.stats[row0 + i].argmax;
+        if (drafts[i] != best) {
+          n = i;
+          x = best;
+          break;
+        }
+      }
+      a.accepted[b] = n;
+      a.next_token[b] = x;
+    }
+    return;
+  }
+
+  // One thread walks the accept tests in order, as Verify does.
+  if (threadIdx.x == 0) {
+    int n = kb, mode = kSampleP, q = -1;
+    int64_t r = row0 + kb;
+    float u = UniformFloat(P.seed, first + kb, RngPurpose::kTargetSample);  // bonus
+    for (int i = 0; i < kb; ++i) {
+      const uint64_t pos = first + i;
+      const int d = drafts[i];
+      const int j = b * K + i;
+      float qd = 0.0f;  // SparseProb: the first entry listing d
+      for (int e = a.q_offsets[j]; e < a.q_offsets[j + 1]; ++e) {
+        if (a.q_ids[e] == d) {
+          qd = a.q_probs[e];
+          break;
+        }
+      }
+      if (!(qd > 0.0f)) {  // d was not drawn from q: a rejection that ignores d
+        n = i;
+        r = row0 + i;
+        u = UniformFloat(P.seed, pos, RngPurpose::kResample);
+        break;
+      }
+      const float pd = (d >= 0 && d < V) ? kp.probs[(row0 + i) * V + d] : 0.0f;
+      if (UniformFloat(P.seed, pos, RngPurpose::kAccept) < __fdiv_rn(pd, qd)) continue;
+      n = i;
+      mode = kResidual;
+      r = row0 + i;
+      q = j;
+      u = UniformFloat(P.seed, pos, RngPurpose::kResample);
+      break;
+    }
+    sh.i32[0] = n;
+    sh.i32[1] = mode;
+    sh.i32[2] = q;
+    sh.u64 = static_cast<uint64_t>(r);
+    sh.f32 = u;
+  }
+  __syncthreads();
+  const int n = sh.i32[0], mode = sh.i32[1], q = sh.i32[2];
+  const int64_t r = static_cast<int64_t>(sh.u64);
+  const float u = sh.f32;
+  __syncthreads();
+
+  const float* p = kp.probs + r * V;
+  const RowStat stat = kp.stats[r];
+  auto p_value = [p](int x) { return p[x]; };
+  int x;
+  if (mode == kResidual) {
+    // r_x = max(0, p[x] - q(x)); x outside q keeps p[x].
+    float* res = kp.resid + static_cast<int64_t>(b) * V;
+    for (int i = threadIdx.x; i < V; i += blockDim.x) res[i] = p[i];
+    __syncthreads();
+    for (int e = a.q_offsets[q] + threadIdx.x; e < a.q_offsets[q + 1]; e += blockDim.x) {
+      const int id = a.q_ids[e];
+      if (id >= 0 && id < V) {
+        const float d = __fsub_rn(p[id], a.q_probs[e]);
+        res[id] = d > 0.0f ? d : 0.0f;
+      }
+    }
+    __syncthreads();
+    double total = 0.0;
+    int last = -1;
+    auto res_value = [res](int i) { return res[i]; };
+    OrderedVisit(V, res_value, [&](int i, float v) {
+      total = __dadd_rn(total, static_cast<double>(v));
+      last = i;
+      return false;
+    }, sh);
+    if (threadIdx.x == 0) {
+      sh.f64 = total;
+      sh.i32[3] = last;
+    }
+    __syncthreads();
+    total = sh.f64;
+    last = sh.i32[3];
+    __syncthreads();
+    // A massless residual (p <= q up to rounding) samples from p: see verify.h.
+    x = last < 0 ? SampleOrdered(p_value, stat.psum, stat.plast, u, sh)
+                 : SampleOrdered(res_value, total, last, u, sh);
+  } else {
+    x = SampleOrdered(p_value, stat.psum, stat.plast, u, sh);
+  }
+  if (threadIdx.x == 0) {
+    a.accepted[b] = n;
+    a.next_token[b] = x;
+  }
+}
+
+size_t Align(size_t b) { return (b + 255) / 256 * 256; }
+
+struct WorkspaceLayout {
+  size_t probs, resid, stats, total;
+};
+
+WorkspaceLayout Layout(int32_t batch, int32_t max_k, int32_t vocab) {
+  const size_t rows = static_cast<size_t>(batch) * (max_k + 1);
+  WorkspaceLayout l;
+  l.probs = 0;
+  l.resid = Align(rows * vocab * sizeof(float));
+  l.stats = l.resid + Align(static_cast<size_t>(batch) * vocab * sizeof(float));
+  l.total = l.stats + Align(rows * sizeof(RowStat));
+  return l;
+}
+
+}  // namespace
+
+size_t VerifyWorkspaceBytes(int32_t batch, int32_t max_k, int32_t vocab) {
+  if (batch <= 0 || max_k < 0 || vocab <= 0) return 0;
+  return Layout(batch, max_k, vocab).total;
+}
+
+absl::Status LaunchVerifyResample(const VerifyBatchArgs& a, cudaStream_t stream) {
+  if (a.batch < 0 || a.batch > 65535) return absl::InvalidArgumentError("verify: batch must be in [0, 65535]");
+  if (a.max_k < 0 || a.max_k > kMaxVerifyK) {
+    return absl::InvalidArgumentError(absl::StrCat("verify: max_k must be in [0, ", kMaxVerifyK, "]"));
+  }
+  if (a.vocab < 1) return absl::InvalidArgumentError("verify: vocab must be >= 1");
+  if (a.batch == 0) return absl::OkStatus();
+  if (a.logits == nullptr || a.k == nullptr || a.params == nullptr || a.first_position == nullptr ||
+      a.accepted == nullptr || a.next_token == nullptr) {
+    return absl::InvalidArgumentError("verify: null pointer");
+  }
+  if (a.max_k > 0 && (a.draft_tokens == nullptr || a.q_offsets == nullptr || a.q_ids == nullptr ||
+                      a.q_probs == nullptr)) {
+    return absl::InvalidArgumentError("verify: draft arrays are required when max_k > 0");
+  }
+  const WorkspaceLayout l = Layout(a.batch, a.max_k, a.vocab);
+  if (a.workspace == nullptr || a.workspace_bytes < l.total) {
+    return absl::InvalidArgumentError("verify: workspace too small");
+  }
+  KernelParams kp;
+  kp.a = a;
+  char* ws = static_cast<char*>(a.workspace);
+  kp.probs = reinterpret_cast<float*>(ws + l.probs);
+  kp.resid = reinterpret_cast<float*>(ws + l.resid);
+  kp.stats = reinterpret_cast<RowStat*>(ws + l.stats);
+  TargetRowKernel<<<dim3(a.max_k + 1, a.batch), kThreads, 0, stream>>>(kp);
+  RETURN_IF_ERROR(CheckLaunch("TargetRowKernel"));
+  DecideKernel<<<a.batch, kThreads, 0, stream>>>(kp);
+  return CheckLaunch("DecideKernel");
+}
+
+absl::StatusOr<std::vector<VerifyResult>> DeviceVerifier::Run(absl::Span<const VerifyInput> inputs,
+                                                              cudaStream_t stream) {
+  const int32_t B = static_cast<int32_t>(inputs.size());
+  if (B == 0) return std::vector<VerifyResult>();
+  if (inputs.size() > 65535) return absl::InvalidArgumentError("verify: at most 65535 sequences per batch");
+  const int32_t V = inputs[0].vocab;
+  int32_t K = 0;
+  size_t n_q = 0;
+  for (int32_t b = 0; b < B; ++b) {
+    const VerifyInput& in = inputs[b];
+    const absl::Status s = ValidateVerifyInput(in);
+    if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat("sequence ", b, ": ", s.message()));
+    if (in.vocab != V) return absl::InvalidArgumentError("verify: every sequence of a batch needs the same vocab");
+    K = std::max(K, in.k);
+    for (int32_t i = 0; i < in.k; ++i) n_q += in.draft_dists[i].ids.size();
+  }
+  if (n_q > 0x7fffffff) return absl::InvalidArgumentError("verify: draft distributions too large");
+
+  // Metadata in one upload: sections aligned to 16 bytes.
+  size_t off = 0;
+  auto section = [&off](size_t bytes) {
+    const size_t at = off;
+    off += (bytes + 15) / 16 * 16;
+    return at;
+  };
+  const size_t o_k = section(B * sizeof(int32_t));
+  const size_t o_draft = section(static_cast<size_t>(B) * K * sizeof(int32_t));
+  const size_t o_qoff = section((static_cast<size_t>(B) * K + 1) * sizeof(int32_t));
+  const size_t o_qids = section(n_q * sizeof(int32_t));
+  const size_t o_qprobs = section(n_q * sizeof(float));
+  const size_t o_params = section(B * sizeof(SamplingParams));
+  const size_t o_first = section(B * sizeof(uint64_t));
+  const size_t o_out = section(2 * B * sizeof(int32_t));
+  host_meta_.assign(off, 0);
+  char* h = host_meta_.data();
+  auto at = [h](size_t o) { return h + o; };
+  int32_t* k = reinterpret_cast<int32_t*>(at(o_k));
+  int32_t* draft = reinterpret_cast<int32_t*>(at(o_draft));
+  int32_t* qoff = reinterpret_cast<int32_t*>(at(o_qoff));
+  int32_t* qids = reinterpret_cast<int32_t*>(at(o_qids));
+  float* qprobs = reinterpret_cast<float*>(at(o_qprobs));
+  SamplingParams* params = reinterpret_cast<SamplingParams*>(at(o_params));
+  uint64_t* firstpos = reinterpret_cast<uint64_t*>(at(o_first));
+  int32_t e = 0;
+  for (int32_t b = 0; b < B; ++b) {
+    const VerifyInput& in = inputs[b];
+    k[b] = in.k;
+    params[b] = in.params;
+    firstpos[b] = in.first_position;
+    for (int32_t i = 0; i < K; ++i) {
+      qoff[b * K + i] = e;
+      if (i >= in.k) continue;
+      draft[b * K + i] = in.draft_tokens[i];
+      const SparseDist& q = in.draft_dists[i];
+      for (size_t j = 0; j < q.ids.size(); ++j, ++e) {
+        qids[e] = q.ids[j];
+        qprobs[e] = q.probs[j];
+      }
+    }
+  }
+  qoff[B * K] = e;
+
+  RETURN_IF_ERROR(meta_.Reserve(off));
+  const size_t row_floats = static_cast<size_t>(K + 1) * V;
+  RETURN_IF_ERROR(logits_.Reserve(B * row_floats * sizeof(float)));
+  RETURN_IF_ERROR(workspace_.Reserve(VerifyWorkspaceBytes(B, K, V)));
+  SPECSERVE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(meta_.get(), h, off, cudaMemcpyHostToDevice, stream));
+  for (int32_t b = 0; b < B; ++b) {
+    SPECSERVE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(logits_.as<float>() + b * row_floats, inputs[b].target_logits,
+                                                   static_cast<size_t>(inputs[b].k + 1) * V * sizeof(float),
+                                                   cudaMemcpyHostToDevice, stream));
+  }
+  char* d = meta_.as<char>();
+  VerifyBatchArgs args;
+  args.logits = logits_.as<float>();
+  args.batch = B;
+  args.max_k = K;
+  args.vocab = V;
+  args.k = reinterpret_cast<const int32_t*>(d + o_k);
+  args.draft_tokens = reinterpret_cast<const int32_t*>(d + o_draft);
+  args.q_offsets = reinterpret_cast<const int32_t*>(d + o_qoff);
+  args.q_ids = reinterpret_cast<const int32_t*>(d + o_qids);
+  args.q_probs = reinterpret_cast<const float*>(d + o_qprobs);
+  args.params = reinterpret_cast<const SamplingParams*>(d + o_params);
+  args.first_position = reinterpret_cast<const uint64_t*>(d + o_first);
+  args.accepted = reinterpret_cast<int32_t*>(d + o_out);
+  args.next_token = args.accepted + B;
+  args.workspace = workspace_.get();
+  args.workspace_bytes = workspace_.bytes();
+  RETURN_IF_ERROR(LaunchVerifyResample(args, stream));
+  std::vector<int32_t> out(2 * B);
+  SPECSERVE_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(out.data(), d + o_out, 2 * B * sizeof(int32_t), cudaMemcpyDeviceToHost, stream));
+  SPECSERVE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+  std::vector<VerifyResult> results(B);
+  for (int32_t b = 0; b < B; ++b) results[b] = VerifyResult{out[b], out[B + b]};
+  return results;
+}
+
+}  // namespace specserve::cuda

@@ -1,0 +1,84 @@
+# Shared by the deployment tests and tools/check_deploy.sh: find the binaries
+# and a Python with grpc, start the three servers on loopback with the bundled
+# models, stop them again. Source it; it sets no shell options of its own.
+#
+#   SPECSERVE_BIN   folder with specserve-target/-draft/-coordinator (default: build/bin)
+#   PYTHON          a python3 that can import grpc and google.protobuf
+
+DEPLOY_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+SPECSERVE_BIN=${SPECSERVE_BIN:-$DEPLOY_ROOT/build/bin}
+if [ -d "$SPECSERVE_BIN" ]; then SPECSERVE_BIN=$(cd "$SPECSERVE_BIN" && pwd); fi
+export SPECSERVE_BIN
+CLIENT_PY=$DEPLOY_ROOT/clients/python/specserve_client.py
+STACK_PIDS=()
+
+deploy_log() { echo "[$(basename "$0")] $*" >&2; }
+
+# A python3 with grpcio and protobuf: Debian's python3-grpcio lives in
+# /usr/bin/python3's dist-packages, which a pyenv or venv python3 first on
+# PATH does not see.
+find_python() {
+  local c
+  for c in ${PYTHON:-} /usr/bin/python3 python3; do
+    if command -v "$c" >/dev/null 2>&1 && "$c" -c 'import grpc, google.protobuf' 2>/dev/null; then
+      PYTHON=$(command -v "$c")
+      export PYTHON
+      return 0
+    fi
+  done
+  deploy_log "no python3 with grpc and protobuf (apt-get install python3-grpcio python3-protobuf)"
+  return 1
+}
+
+# Fails unless the three servers are built.
+find_servers() {
+  local b
+  for b in specserve-target specserve-draft specserve-coordinator; do
+    if [ ! -x "$SPECSERVE_BIN/$b" ]; then
+      deploy_log "$SPECSERVE_BIN/$b is missing: build first (tools/build.sh) or set SPECSERVE_BIN"
+      return 1
+    fi
+  done
+}
+
+free_port() {
+  "$PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# start_stack LOGDIR: starts target, draft and coordinator on free loopback
+# ports, waits until the coordinator is SERVING, and sets COORD_ADDR,
+# TARGET_ADDR, DRAFT_ADDR and *_METRICS_PORT. Extra flags per server come
+# from the arrays TARGET_EXTRA, DRAFT_EXTRA, COORD_EXTRA (e.g. TLS flags);
+# CLIENT_EXTRA is passed to the readiness check.
+start_stack() {
+  local logs=$1
+  mkdir -p "$logs"
+  TARGET_PORT=$(free_port); DRAFT_PORT=$(free_port); COORD_PORT=$(free_port)
+  TARGET_METRICS_PORT=$(free_port); DRAFT_METRICS_PORT=$(free_port); COORD_METRICS_PORT=$(free_port)
+  TARGET_ADDR=127.0.0.1:$TARGET_PORT; DRAFT_ADDR=127.0.0.1:$DRAFT_PORT; COORD_ADDR=127.0.0.1:$COORD_PORT
+  "$SPECSERVE_BIN/specserve-target" --listen "$TARGET_ADDR" --model "$DEPLOY_ROOT/models/code-target-7m.gguf" \
+    --metrics-port "$TARGET_METRICS_PORT" "${TARGET_EXTRA[@]}" >"$logs/target.log" 2>&1 &
+  STACK_PIDS+=($!)
+  "$SPECSERVE_BIN/specserve-draft" --listen "$DRAFT_ADDR" --model "$DEPLOY_ROOT/models/code-draft-1m.gguf" \
+    --metrics-port "$DRAFT_METRICS_PORT" "${DRAFT_EXTRA[@]}" >"$logs/draft.log" 2>&1 &
+  STACK_PIDS+=($!)
+  "$SPECSERVE_BIN/specserve-coordinator" --listen "$COORD_ADDR" --target "$TARGET_ADDR" --draft "$DRAFT_ADDR" \
+    --metrics-port "$COORD_METRICS_PORT" "${COORD_EXTRA[@]}" >"$logs/coordinator.log" 2>&1 &
+  STACK_PIDS+=($!)
+  DRAFT_PID=${STACK_PIDS[-2]}
+  if ! "$PYTHON" "$CLIENT_PY" health --target "$COORD_ADDR" --wait 90 "${CLIENT_EXTRA[@]}" >/dev/null; then
+    deploy_log "the coordinator did not become SERVING; logs:"
+    tail -n 20 "$logs"/*.log >&2
+    return 1
+  fi
+}
+
+# Stops what start_stack started (only those processes), SIGTERM first.
+stop_stack() {
+  local p
+  for p in "${STACK_PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${STACK_PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+  STACK_PIDS=()
+}
+
+TARGET_EXTRA=(); DRAFT_EXTRA=(); COORD_EXTRA=(); CLIENT_EXTRA=()

@@ -1,0 +1,323 @@
+// Failure behaviour of the three processes (DESIGN "Failure behaviour"):
+// bad requests, limits, a draft or target dying mid-request, cancellation,
+// deadlines and SIGTERM draining. Where timing matters a process is paused
+// with SIGSTOP, so the event lands mid-request on a slow machine too.
+#include <gtest/gtest.h>
+
+#include "common/tokenizer.h"
+#include "specserve/v1/internal.grpc.pb.h"
+#include "tests/e2e_harness.h"
+
+namespace specserve {
+namespace {
+
+using e2e::Cluster;
+using e2e::Metric;
+using e2e::Scrape;
+using Health = grpc::health::v1::HealthCheckResponse;
+
+const char kPrompt[] = "def fib(n):";
+
+// Cluster options without designated initializers (-Wextra flags the omitted fields).
+e2e::ClusterOptions Options(bool draft, std::vector<std::string> target_args,
+                            std::vector<std::string> coordinator_args = {}) {
+  e2e::ClusterOptions o;
+  o.draft = draft;
+  o.target_args = std::move(target_args);
+  o.coordinator_args = std::move(coordinator_args);
+  return o;
+}
+
+v1::GenerateRequest Request(int max_tokens, v1::Drafter drafter = v1::DRAFTER_MODEL) {
+  v1::GenerateRequest req;
+  req.set_text(kPrompt);
+  req.set_max_tokens(max_tokens);
+  req.set_drafter(drafter);
+  req.set_k(4);
+  return req;
+}
+
+std::vector<TokenId> PromptIds() {
+  auto model = Model::Load(testing::BundledModel("code-target-7m.gguf"));
+  auto tok = Tokenizer::FromGguf(*(*model)->file);
+  return (*tok)->Encode(kPrompt, true);
+}
+
+std::vector<TokenId> Reference(int n) {
+  return e2e::CachedGreedy(testing::BundledModel("code-target-7m.gguf"), PromptIds(), n, /*eos=*/2);
+}
+
+// A session opened directly on the target service, as the coordinator would.
+struct DirectSession {
+  DirectSession(const std::string& addr, std::vector<TokenId> prompt, int max_new_tokens) {
+    stub = v1::TargetService::NewStub(grpc::CreateChannel(addr, grpc::InsecureChannelCredentials()));
+    stream = stub->Session(&ctx);
+    v1::TargetRequest open;
+    open.mutable_open()->mutable_prompt()->Add(prompt.begin(), prompt.end());
+    open.mutable_open()->set_max_new_tokens(max_new_tokens);
+    open.mutable_open()->mutable_sampling()->set_top_p(1);
+    stream->Write(open);
+  }
+  // Reads the next answer; false with `status` set when the stream ended.
+  bool Read(v1::TargetResponse* resp) {
+    if (stream->Read(resp)) return true;
+    status = stream->Finish();
+    return false;
+  }
+  grpc::Status Close() {
+    stream->WritesDone();
+    v1::TargetResponse r;
+    while (stream->Read(&r)) {
+    }
+    return status = stream->Finish();
+  }
+  grpc::ClientContext ctx;
+  std::unique_ptr<v1::TargetService::Stub> stub;
+  std::unique_ptr<grpc::ClientReaderWriter<v1::TargetRequest, v1::TargetResponse>> stream;
+  grpc::Status status;
+};
+
+// Streams `req`; after the first delta calls `mid` (with the context, to cancel).
+e2e::StreamResult GenerateWithHook(v1::Generation::Stub& stub, const v1::GenerateRequest& req,
+                                   const std::function<void(grpc::ClientContext&)>& mid,
+                                   std::chrono::milliseconds timeout = std::chrono::seconds(60)) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + timeout);
+  e2e::StreamResult r;
+  auto reader = stub.Generate(&ctx, req);
+  v1::GenerateResponse msg;
+  while (reader->Read(&msg)) {
+    if (msg.has_delta()) {
+      if (r.deltas++ == 0) mid(ctx);
+      r.ids.insert(r.ids.end(), msg.delta().token_ids().begin(), msg.delta().token_ids().end());
+    } else if (msg.has_final()) {
+      r.final_seen = true;
+      r.final = msg.final();
+    }
+  }
+  r.status = reader->Finish();
+  return r;
+}
+
+// Polls a service's /metrics until it reports no sessions and no KV blocks in use.
+bool ServiceIdle(int metrics_port) {
+  for (int i = 0; i < 250; ++i) {
+    const std::string m = Scrape(metrics_port);
+    if (Metric(m, "specserve_active_sessions") == 0 && Metric(m, "specserve_kv_blocks_used") == 0) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
+TEST(E2eFailureTest, BadRequestsAreInvalidArgumentAndServersKeepServing) {
+  Cluster c(Options(true, {"--max-message-bytes", "200000"}));
+  ASSERT_TRUE(c.ready) << c.Logs();
+  std::vector<v1::GenerateRequest> bad;
+  bad.emplace_back();  // empty prompt
+  bad.push_back(Request(8));
+  bad.back().mutable_token_ids()->add_ids(4096);  // outside the vocabulary
+  bad.push_back(Request(8));
+  bad.back().mutable_token_ids()->add_ids(-3);
+  bad.push_back(Request(8));
+  bad.back().set_k(17);
+  bad.push_back(Request(8));
+  bad.back().set_k(-1);
+  bad.push_back(Request(1020));  // prompt + max_tokens past the 1024 context
+  bad.push_back(Request(8));
+  bad.back().set_temperature(-1);
+  bad.push_back(Request(8));
+  bad.back().set_top_p(1.5f);
+  for (size_t i = 0; i < bad.size(); ++i) {
+    e2e::StreamResult r = e2e::Generate(*c.stub, bad[i]);
+    EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << i << ": " << r.status.error_message();
+    EXPECT_FALSE(r.status.error_message().empty());
+  }
+  // The services refuse malformed sessions on their own too.
+  const std::string target = e2e::Loopback(c.target_port);
+  {
+    DirectSession s(target, {1, 5000}, 4);  // id outside the vocabulary
+    v1::TargetResponse r;
+    EXPECT_FALSE(s.Read(&r));
+    EXPECT_EQ(s.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.status.error_message();
+  }
+  {
+    DirectSession s(target, std::vector<TokenId>(150000, 4000), 4);  // ~300 kB: over the 200000-byte cap
+    v1::TargetResponse r;
+    EXPECT_FALSE(s.Read(&r));
+    EXPECT_EQ(s.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.status.error_message();
+  }
+  {
+    DirectSession s(target, {1, 5, 6}, 4);
+    v1::TargetResponse r;
+    ASSERT_TRUE(s.Read(&r));
+    ASSERT_TRUE(r.has_opened());
+    v1::TargetRequest verify;
+    verify.mutable_verify()->set_round(3);  // stale / out of order
+    s.stream->Write(verify);
+    EXPECT_FALSE(s.Read(&r));
+    EXPECT_EQ(s.status.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << s.status.error_message();
+  }
+  {
+    DirectSession s(target, {1, 5, 6}, 4);
+    v1::TargetRequest verify;
+    verify.mutable_verify()->add_tokens(9);  // a token without its distribution
+    s.stream->Write(verify);
+    v1::TargetResponse r;
+    ASSERT_TRUE(s.Read(&r));  // opened
+    EXPECT_FALSE(s.Read(&r));
+    EXPECT_EQ(s.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.status.error_message();
+  }
+  for (int port : {c.target_port, c.draft_port, c.coordinator_port}) {
+    EXPECT_EQ(e2e::Health(e2e::Loopback(port)), Health::SERVING);
+  }
+  e2e::StreamResult good = e2e::Generate(*c.stub, Request(16));
+  ASSERT_TRUE(good.status.ok()) << good.status.error_message();
+  EXPECT_EQ(good.ids, Reference(16));
+  EXPECT_TRUE(ServiceIdle(c.target_metrics));
+}
+
+TEST(E2eFailureTest, SessionAndKvLimitsGiveResourceExhausted) {
+  // 80 blocks of 16 positions: a session of prompt + 1000 tokens is charged
+  // the whole context (64 blocks), so one fits and two do not.
+  Cluster c(Options(true, {"--max-sessions", "2", "--kv-blocks", "80"}, {"--max-sessions", "1"}));
+  ASSERT_TRUE(c.ready) << c.Logs();
+  const std::string target = e2e::Loopback(c.target_port);
+  DirectSession big(target, {1, 5, 6}, 1000);
+  v1::TargetResponse r;
+  ASSERT_TRUE(big.Read(&r));
+  e2e::StreamResult refused = e2e::Generate(*c.stub, Request(1000));
+  EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << refused.status.error_message();
+  DirectSession small(target, {1, 5, 6}, 8);  // fits the pool: the second session
+  ASSERT_TRUE(small.Read(&r));
+  e2e::StreamResult limit = e2e::Generate(*c.stub, Request(8));  // a third session
+  EXPECT_EQ(limit.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << limit.status.error_message();
+  EXPECT_TRUE(big.Close().ok());
+  EXPECT_TRUE(small.Close().ok());
+  e2e::StreamResult ok = e2e::Generate(*c.stub, Request(8));
+  EXPECT_TRUE(ok.status.ok()) << ok.status.error_message();
+  const std::string m = Scrape(c.target_metrics);
+  EXPECT_GE(Metric(m, "specserve_sessions_total", {"status=\"resource_exhausted\""}), 2);
+  // The coordinator's own limit (one request at a time here).
+  e2e::StreamResult held = GenerateWithHook(*c.stub, Request(200), [&](grpc::ClientContext&) {
+    c.target->Signal(SIGSTOP);
+    e2e::StreamResult second = e2e::Generate(*c.stub, Request(8));
+    EXPECT_EQ(second.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << second.status.error_message();
+    c.target->Signal(SIGCONT);
+  });
+  EXPECT_TRUE(held.status.ok()) << held.status.error_message();
+}
+
+TEST(E2eFailureTest, DraftDeathMidRequestFallsBackWithIdenticalOutput) {
+  Cluster c;
+  ASSERT_TRUE(c.ready) << c.Logs();
+  constexpr int kTokens = 400;
+  e2e::StreamResult r = GenerateWithHook(*c.stub, Request(kTokens), [&](grpc::ClientContext&) {
+    c.draft->Signal(SIGSTOP);  // the coordinator now waits on the draft...
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    c.draft->Kill(SIGKILL);    // ...which dies: its connection resets
+  });
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message() << c.Logs();
+  EXPECT_EQ(r.ids, Reference(kTokens));
+  EXPECT_GE(r.final.stats().fallbacks(), 1);
+  EXPECT_EQ(r.final.stats().drafter(), "ngram");
+  EXPECT_GE(Metric(Scrape(c.coordinator_metrics), "specserve_drafter_fallbacks_total"), 1);
+  // Later requests asking for the model drafter still complete exactly.
+  e2e::StreamResult again = e2e::Generate(*c.stub, Request(32));
+  ASSERT_TRUE(again.status.ok()) << again.status.error_message();
+  EXPECT_EQ(again.ids, Reference(32));
+  EXPECT_TRUE(ServiceIdle(c.target_metrics));
+}
+
+TEST(E2eFailureTest, SlowDraftFallsBackAfterItsTimeout) {
+  Cluster c(Options(true, {}, {"--draft-timeout-ms", "300"}));
+  ASSERT_TRUE(c.ready) << c.Logs();
+  constexpr int kTokens = 200;
+  // A stopped draft never answers: the coordinator gives up on it after 300 ms.
+  e2e::StreamResult r = GenerateWithHook(*c.stub, Request(kTokens), [&](grpc::ClientContext&) {
+    c.draft->Signal(SIGSTOP);
+  });
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message() << c.Logs();
+  EXPECT_EQ(r.ids, Reference(kTokens));
+  EXPECT_GE(r.final.stats().fallbacks(), 1);
+  EXPECT_GE(Metric(Scrape(c.coordinator_metrics), "specserve_drafter_fallbacks_total", {"reason=\"propose_error\""}),
+            1);
+  c.draft->Signal(SIGCONT);
+  // The session the coordinator abandoned is freed once the draft runs again.
+  EXPECT_TRUE(ServiceIdle(c.draft_metrics)) << Scrape(c.draft_metrics);
+}
+
+TEST(E2eFailureTest, CancelAndDeadlineFreeBothSessions) {
+  Cluster c;
+  ASSERT_TRUE(c.ready) << c.Logs();
+  // Cancel while the target is paused, so the request is surely mid-flight.
+  e2e::StreamResult r = GenerateWithHook(*c.stub, Request(900), [&](grpc::ClientContext& ctx) {
+    c.target->Signal(SIGSTOP);
+    ctx.TryCancel();
+  });
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::CANCELLED);
+  c.target->Signal(SIGCONT);
+  EXPECT_TRUE(ServiceIdle(c.target_metrics)) << Scrape(c.target_metrics);
+  EXPECT_TRUE(ServiceIdle(c.draft_metrics)) << Scrape(c.draft_metrics);
+  for (int i = 0; i < 100 && Metric(Scrape(c.coordinator_metrics), "specserve_requests_total",
+                                    {"status=\"cancelled\""}) < 1; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(Metric(Scrape(c.coordinator_metrics), "specserve_requests_total", {"status=\"cancelled\""}), 1);
+
+  // A deadline that expires while the target is paused.
+  e2e::StreamResult late = GenerateWithHook(
+      *c.stub, Request(900), [&](grpc::ClientContext&) { c.target->Signal(SIGSTOP); },
+      std::chrono::milliseconds(1000));
+  EXPECT_EQ(late.status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  c.target->Signal(SIGCONT);
+  EXPECT_TRUE(ServiceIdle(c.target_metrics)) << Scrape(c.target_metrics);
+  EXPECT_TRUE(ServiceIdle(c.draft_metrics)) << Scrape(c.draft_metrics);
+  e2e::StreamResult ok = e2e::Generate(*c.stub, Request(8));
+  EXPECT_TRUE(ok.status.ok()) << ok.status.error_message();
+}
+
+TEST(E2eFailureTest, TargetDeathIsUnavailable) {
+  Cluster c(Options(false, {}));
+  ASSERT_TRUE(c.ready) << c.Logs();
+  e2e::StreamResult r = GenerateWithHook(*c.stub, Request(900), [&](grpc::ClientContext&) {
+    c.target->Signal(SIGSTOP);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    c.target->Kill(SIGKILL);
+  });
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::UNAVAILABLE) << r.status.error_message();
+  e2e::StreamResult next = e2e::Generate(*c.stub, Request(8));
+  EXPECT_EQ(next.status.error_code(), grpc::StatusCode::UNAVAILABLE) << next.status.error_message();
+  EXPECT_EQ(e2e::Health(e2e::Loopback(c.coordinator_port)), Health::SERVING);
+}
+
+TEST(E2eFailureTest, SigtermDrainsRunningSessionsAndRefusesNewOnes) {
+  Cluster c(Options(false, {"--drain-seconds", "20"}));
+  ASSERT_TRUE(c.ready) << c.Logs();
+  const std::string target = e2e::Loopback(c.target_port);
+  constexpr int kTokens = 300;
+  e2e::StreamResult r = GenerateWithHook(*c.stub, Request(kTokens, v1::DRAFTER_NGRAM), [&](grpc::ClientContext&) {
+    c.coordinator->Signal(SIGSTOP);  // hold the request mid-way on the target
+    c.target->Signal(SIGTERM);
+    bool not_serving = false;
+    for (int i = 0; i < 100 && !not_serving; ++i) {
+      not_serving = e2e::Health(target) == Health::NOT_SERVING;
+      if (!not_serving) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    EXPECT_TRUE(not_serving);
+    DirectSession fresh(target, {1, 5, 6}, 4);
+    v1::TargetResponse resp;
+    EXPECT_FALSE(fresh.Read(&resp));
+    EXPECT_EQ(fresh.status.error_code(), grpc::StatusCode::UNAVAILABLE) << fresh.status.error_message();
+    EXPECT_TRUE(c.target->running());
+    c.coordinator->Signal(SIGCONT);
+  });
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message() << c.Logs();
+  EXPECT_EQ(r.ids, Reference(kTokens));
+  EXPECT_EQ(c.target->Wait(std::chrono::seconds(10)), 0) << c.Logs();
+  // An idle coordinator stops at once on SIGTERM.
+  c.coordinator->Signal(SIGTERM);
+  EXPECT_EQ(c.coordinator->Wait(std::chrono::seconds(10)), 0) << c.Logs();
+}
+
+}  // namespace
+}  // namespace specserve

@@ -1,0 +1,216 @@
+// The three processes on loopback produce exactly plain greedy decoding, for
+// every drafter; streaming order, unary, stop strings, max tokens, model
+// info, and /metrics agreeing with the per-request statistics.
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "common/tokenizer.h"
+#include "tests/e2e_harness.h"
+
+namespace specserve {
+namespace {
+
+using e2e::Cluster;
+using e2e::Metric;
+using e2e::Scrape;
+
+const char* kPrompts[] = {
+    "def fib(n):",
+    "import os\nimport sys\n\ndef main(",
+    "class Stack:\n    def __init__(self):\n        self.items = []\n",
+};
+
+class GenerationTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    cluster_ = new Cluster();
+    auto model = Model::Load(testing::BundledModel("code-target-7m.gguf"));
+    ASSERT_TRUE(model.ok()) << model.status();
+    auto tok = Tokenizer::FromGguf(*(*model)->file);
+    ASSERT_TRUE(tok.ok()) << tok.status();
+    tokenizer_ = tok->release();
+  }
+  static void TearDownTestSuite() {
+    delete cluster_;
+    delete tokenizer_;
+  }
+  void SetUp() override { ASSERT_TRUE(cluster_->ready) << cluster_->Logs(); }
+
+  static std::vector<TokenId> Reference(const std::string& prompt, int n) {
+    return e2e::CachedGreedy(testing::BundledModel("code-target-7m.gguf"), tokenizer_->Encode(prompt, true), n,
+                            tokenizer_->eos());
+  }
+  static v1::GenerateRequest Request(const std::string& prompt, int max_tokens, v1::Drafter drafter, int k = 4) {
+    v1::GenerateRequest req;
+    req.set_text(prompt);
+    req.set_max_tokens(max_tokens);
+    req.set_drafter(drafter);
+    req.set_k(k);
+    return req;
+  }
+
+  static Cluster* cluster_;
+  static Tokenizer* tokenizer_;
+};
+
+Cluster* GenerationTest::cluster_ = nullptr;
+Tokenizer* GenerationTest::tokenizer_ = nullptr;
+
+TEST_F(GenerationTest, GreedyEqualsPlainDecodingForEveryDrafter) {
+  constexpr int kTokens = 40;
+  int64_t ahead_hits = 0;
+  for (const char* prompt : kPrompts) {
+    const std::vector<TokenId> want = Reference(prompt, kTokens);
+    ASSERT_FALSE(want.empty());
+    for (v1::Drafter d : {v1::DRAFTER_MODEL, v1::DRAFTER_NGRAM, v1::DRAFTER_NONE}) {
+      e2e::StreamResult r = e2e::Generate(*cluster_->stub, Request(prompt, kTokens, d));
+      ASSERT_TRUE(r.status.ok()) << r.status.error_message() << cluster_->Logs();
+      EXPECT_EQ(r.ids, want) << "prompt " << prompt << " drafter " << v1::Drafter_Name(d);
+      // The text is what the ids add to the prompt's text.
+      std::vector<TokenId> all = tokenizer_->Encode(prompt, true);
+      const size_t prompt_len = tokenizer_->Decode(all).size();
+      all.insert(all.end(), want.begin(), want.end());
+      EXPECT_EQ(r.text, tokenizer_->Decode(all).substr(prompt_len)) << prompt;
+      ASSERT_TRUE(r.final_seen);
+      EXPECT_TRUE(r.final_last);
+      EXPECT_EQ(r.final.stats().tokens(), static_cast<int64_t>(r.ids.size()));
+      EXPECT_EQ(r.final.stats().fallbacks(), 0);
+      if (d == v1::DRAFTER_MODEL) {
+        EXPECT_EQ(r.final.stats().drafter(), "model");
+        EXPECT_GT(r.final.stats().drafted(), 0);
+        EXPECT_LT(r.final.stats().rounds(), static_cast<int64_t>(r.ids.size()) + 1);
+        ahead_hits += r.final.stats().ahead_hits();
+      }
+      if (d == v1::DRAFTER_NONE) {
+        EXPECT_EQ(r.final.stats().drafted(), 0);
+      }
+    }
+  }
+  // Overlap is on: some rounds were answered from the block drafted ahead.
+  EXPECT_GT(ahead_hits, 0);
+}
+
+TEST_F(GenerationTest, ConcurrentRequestsAreBatchedAndExact) {
+  // Several sessions at once share the services' forward passes (continuous
+  // batching); each must still get exactly its own greedy continuation.
+  constexpr int kTokens = 120;
+  std::vector<std::vector<TokenId>> want;
+  for (const char* p : kPrompts) want.push_back(Reference(p, kTokens));
+  std::vector<e2e::StreamResult> got(6);
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < got.size(); ++i) {
+    threads.emplace_back([&, i] {
+      const v1::Drafter d = i % 2 == 0 ? v1::DRAFTER_MODEL : v1::DRAFTER_NGRAM;
+      got[i] = e2e::Generate(*cluster_->stub, Request(kPrompts[i % 3], kTokens, d, 2 + static_cast<int>(i)));
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_TRUE(got[i].status.ok()) << got[i].status.error_message();
+    EXPECT_EQ(got[i].ids, want[i % 3]) << "request " << i;
+  }
+  const std::string m = Scrape(cluster_->target_metrics);
+  EXPECT_GT(Metric(m, "specserve_batch_size_sum"), Metric(m, "specserve_batch_size_count"))
+      << "no forward pass held more than one session";
+}
+
+TEST_F(GenerationTest, AdaptiveKAndUnaryAgreeWithStreaming) {
+  v1::GenerateRequest req = Request(kPrompts[0], 48, v1::DRAFTER_MODEL);
+  req.set_adaptive_k(true);
+  e2e::StreamResult streamed = e2e::Generate(*cluster_->stub, req);
+  ASSERT_TRUE(streamed.status.ok()) << streamed.status.error_message();
+  EXPECT_EQ(streamed.ids, Reference(kPrompts[0], 48));
+  EXPECT_GT(streamed.deltas, 1);  // streamed round by round, not in one piece
+
+  grpc::ClientContext ctx;
+  v1::GenerateUnaryResponse unary;
+  ASSERT_TRUE(cluster_->stub->GenerateUnary(&ctx, req, &unary).ok());
+  EXPECT_EQ(std::vector<TokenId>(unary.token_ids().begin(), unary.token_ids().end()), streamed.ids);
+  EXPECT_EQ(unary.text(), streamed.text);
+  EXPECT_EQ(unary.finish_reason(), streamed.final.finish_reason());
+}
+
+TEST_F(GenerationTest, StopStringEndsBeforeItAndIsNotReturned) {
+  e2e::StreamResult full = e2e::Generate(*cluster_->stub, Request(kPrompts[0], 40, v1::DRAFTER_MODEL));
+  ASSERT_TRUE(full.status.ok());
+  const std::string stop = "fib";  // occurs in the continuation, not at its start
+  const size_t at = full.text.find(stop);
+  ASSERT_NE(at, std::string::npos) << full.text;
+  ASSERT_GT(at, 0u);
+  v1::GenerateRequest req = Request(kPrompts[0], 40, v1::DRAFTER_MODEL);
+  req.add_stop(stop);
+  req.add_stop("a stop string that never occurs");
+  e2e::StreamResult r = e2e::Generate(*cluster_->stub, req);
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  EXPECT_EQ(r.text, full.text.substr(0, at));
+  EXPECT_EQ(r.final.finish_reason(), "stop");
+  // The ids returned are a prefix of the full run, without the token the stop string starts in.
+  ASSERT_LE(r.ids.size(), full.ids.size());
+  EXPECT_TRUE(std::equal(r.ids.begin(), r.ids.end(), full.ids.begin()));
+  EXPECT_LE(tokenizer_->Decode(r.ids).size(), at + 1);
+}
+
+TEST_F(GenerationTest, MaxTokensIsExact) {
+  for (int n : {1, 5, 17}) {
+    e2e::StreamResult r = e2e::Generate(*cluster_->stub, Request(kPrompts[1], n, v1::DRAFTER_MODEL, 8));
+    ASSERT_TRUE(r.status.ok());
+    EXPECT_EQ(static_cast<int>(r.ids.size()), n);
+    EXPECT_EQ(r.final.finish_reason(), "length");
+  }
+  v1::GenerateRequest zero = Request(kPrompts[1], 0, v1::DRAFTER_MODEL);
+  e2e::StreamResult r = e2e::Generate(*cluster_->stub, zero);
+  ASSERT_TRUE(r.status.ok());
+  EXPECT_TRUE(r.ids.empty());
+}
+
+TEST_F(GenerationTest, ModelInfoComesFromTheServices) {
+  grpc::ClientContext ctx;
+  v1::GetModelInfoResponse info;
+  ASSERT_TRUE(cluster_->stub->GetModelInfo(&ctx, v1::GetModelInfoRequest(), &info).ok());
+  EXPECT_EQ(info.target_model(), "code-target-7m");
+  EXPECT_EQ(info.draft_model(), "code-draft-1m");
+  EXPECT_EQ(info.vocab_size(), 4096);
+  EXPECT_EQ(info.context_length(), 1024);
+  EXPECT_EQ(info.tokenizer(), "llama");
+}
+
+TEST_F(GenerationTest, MetricsAgreeWithRequestStatistics) {
+  const std::string before = Scrape(cluster_->coordinator_metrics);
+  ASSERT_FALSE(before.empty());
+  auto value = [](const std::string& text, const std::string& name, const std::vector<std::string>& labels = {}) {
+    return std::max(0.0, Metric(text, name, labels));
+  };
+  e2e::StreamResult r = e2e::Generate(*cluster_->stub, Request(kPrompts[2], 48, v1::DRAFTER_MODEL));
+  ASSERT_TRUE(r.status.ok());
+  const std::string after = Scrape(cluster_->coordinator_metrics);
+  auto diff = [&](const std::string& name, const std::vector<std::string>& labels = {}) {
+    return value(after, name, labels) - value(before, name, labels);
+  };
+  const v1::GenerationStats& s = r.final.stats();
+  EXPECT_EQ(diff("specserve_draft_tokens_proposed_total", {"drafter=\"model\""}), s.drafted());
+  EXPECT_EQ(diff("specserve_draft_tokens_accepted_total", {"drafter=\"model\""}), s.accepted());
+  EXPECT_EQ(diff("specserve_generated_tokens_total"), s.tokens());
+  EXPECT_EQ(diff("specserve_requests_total", {"status=\"ok\""}), 1);
+  EXPECT_EQ(diff("specserve_accepted_length_count"), s.rounds());
+  EXPECT_EQ(diff("specserve_draft_position_accepted_total"), s.accepted());
+  EXPECT_EQ(diff("specserve_round_duration_seconds_count", {"phase=\"network\""}), s.rounds());
+  EXPECT_EQ(diff("specserve_time_to_first_token_seconds_count"), 1);
+  EXPECT_GE(value(after, "specserve_speculation_k"), 0);
+
+  // The services: the session is gone, its blocks are back, the role label is there.
+  for (auto [port, role] : {std::pair{cluster_->target_metrics, "target"}, {cluster_->draft_metrics, "draft"}}) {
+    const std::string m = Scrape(port);
+    const std::string label = std::string("role=\"") + role + "\"";
+    EXPECT_EQ(Metric(m, "specserve_active_sessions", {label}), 0) << m;
+    EXPECT_EQ(Metric(m, "specserve_kv_blocks_used", {label}), 0) << m;
+    EXPECT_GT(Metric(m, "specserve_kv_blocks_total", {label}), 0) << m;
+    EXPECT_GT(Metric(m, "specserve_batch_size_count", {label}), 0) << m;
+    EXPECT_GT(Metric(m, "specserve_forward_duration_seconds_count", {label}), 0) << m;
+    EXPECT_GE(Metric(m, "specserve_rollback_tokens_total", {label}), 0) << m;
+    EXPECT_GT(Metric(m, "specserve_sessions_total", {label, "status=\"ok\""}), 0) << m;
+  }
+}
+
+}  // namespace
+}  // namespace specserve

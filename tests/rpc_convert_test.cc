@@ -1,0 +1,189 @@
+// Unit tests for the pieces between the wire and the engine: proto
+// conversions (sparse distributions, session specs, the tokenizer carried in
+// model info), admission control, and the coordinator's text stream with
+// stop strings.
+#include <gtest/gtest.h>
+
+#include "common/spm_tokenizer.h"
+#include "common/weights.h"
+#include "coordinator/text_stream.h"
+#include "rpc/admission.h"
+#include "rpc/proto_convert.h"
+#include "tests/test_paths.h"
+
+namespace specserve {
+namespace {
+
+TEST(ProtoConvertTest, OneHotDistributionsTravelEmpty) {
+  v1::SparseDist wire;
+  rpc::DistToProto(SparseDist{{42}, {1.0f}}, 42, &wire);
+  EXPECT_EQ(wire.ids_size(), 0);
+  absl::StatusOr<SparseDist> back = rpc::DistFromProto(wire, 42);
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->ids, std::vector<int32_t>{42});
+  EXPECT_EQ(back->probs, std::vector<float>{1.0f});
+
+  const SparseDist q{{3, 9, 1}, {0.5f, 0.3f, 0.2f}};
+  rpc::DistToProto(q, 3, &wire);
+  EXPECT_EQ(wire.ids_size(), 3);
+  back = rpc::DistFromProto(wire, 3);
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->ids, q.ids);
+  EXPECT_EQ(back->probs, q.probs);
+
+  wire.add_probs(0.1f);  // lengths differ
+  EXPECT_EQ(rpc::DistFromProto(wire, 3).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(ProtoConvertTest, ProposalCountsMustMatch) {
+  Proposal p;
+  p.tokens = {5, 6};
+  p.dists = {SparseDist{{5}, {1.0f}}, SparseDist{{6, 7}, {0.75f, 0.25f}}};
+  v1::VerifyRequest v;
+  rpc::ProposalToProto(p, v.mutable_tokens(), v.mutable_dists());
+  absl::StatusOr<Proposal> back = rpc::ProposalFromProto(v.tokens(), v.dists());
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->tokens, p.tokens);
+  EXPECT_EQ(back->dists[1].ids, p.dists[1].ids);
+  v.add_tokens(8);
+  EXPECT_EQ(rpc::ProposalFromProto(v.tokens(), v.dists()).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(ProtoConvertTest, SessionSpecRoundTrips) {
+  SessionSpec spec;
+  spec.prompt = {1, 100, 200};
+  spec.target = SamplingParams{0.7f, 40, 0.9f, 1234};
+  spec.draft = DraftRule{0.5f, 16, 0.95f};
+  spec.max_new_tokens = 77;
+  SessionSpec back = rpc::SpecFromProto(rpc::SpecToProto(spec));
+  EXPECT_EQ(back.prompt, spec.prompt);
+  EXPECT_EQ(back.target.temperature, 0.7f);
+  EXPECT_EQ(back.target.top_k, 40);
+  EXPECT_EQ(back.target.top_p, 0.9f);
+  EXPECT_EQ(back.target.seed, 1234u);
+  EXPECT_EQ(back.draft.top_n, 16);
+  EXPECT_EQ(back.draft.top_p, 0.95f);
+  EXPECT_EQ(back.max_new_tokens, 77);
+  // An absent draft rule means the defaults, not zeros.
+  v1::SessionOpen bare;
+  bare.add_prompt(1);
+  EXPECT_EQ(rpc::SpecFromProto(bare).draft.top_n, kDefaultDraftTopN);
+  EXPECT_EQ(rpc::SpecFromProto(bare).draft.top_p, 1.0f);
+}
+
+std::unique_ptr<Tokenizer> BundledTokenizer() {
+  auto model = Model::Load(testing::BundledModel("code-target-7m.gguf"));
+  EXPECT_TRUE(model.ok()) << model.status();
+  auto tok = Tokenizer::FromGguf(*(*model)->file);
+  EXPECT_TRUE(tok.ok()) << tok.status();
+  return std::move(*tok);
+}
+
+TEST(ProtoConvertTest, TokenizerTravelsInModelInfo) {
+  auto model = Model::Load(testing::BundledModel("code-target-7m.gguf"));
+  ASSERT_TRUE(model.ok());
+  absl::StatusOr<SpmVocab> vocab = ReadSpmVocab(*(*model)->file);
+  ASSERT_TRUE(vocab.ok());
+  v1::TokenizerInfo info = rpc::TokenizerInfoFromVocab(*vocab);
+  absl::StatusOr<SpmVocab> back = rpc::VocabFromTokenizerInfo(info);
+  ASSERT_TRUE(back.ok()) << back.status();
+  auto remote = MakeSpmTokenizer(*back);
+  ASSERT_TRUE(remote.ok());
+  auto local = BundledTokenizer();
+  EXPECT_TRUE(CheckSameVocabulary(**remote, *local).ok());
+  const std::string text = "def fib(n):\n    return n if n < 2 else fib(n - 1) + fib(n - 2)\n";
+  EXPECT_EQ((*remote)->Encode(text, true), local->Encode(text, true));
+
+  info.set_model("gpt2");
+  EXPECT_EQ(rpc::VocabFromTokenizerInfo(info).status().code(), absl::StatusCode::kInvalidArgument);
+  info.set_model("llama");
+  info.add_scores(0);
+  EXPECT_EQ(rpc::VocabFromTokenizerInfo(info).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(ProtoConvertTest, ByteLevelBpeTokenizerTravelsToo) {
+  auto model = Model::Load(testing::BundledModel("code-bpe-4m.gguf"));
+  if (!model.ok()) GTEST_SKIP() << "code-bpe-4m.gguf not bundled";
+  absl::StatusOr<v1::TokenizerInfo> info = rpc::TokenizerInfoFromGguf(*(*model)->file);
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->model(), "gpt2");
+  auto remote = rpc::TokenizerFromInfo(*info);
+  ASSERT_TRUE(remote.ok()) << remote.status();
+  auto local = Tokenizer::FromGguf(*(*model)->file);
+  ASSERT_TRUE(local.ok());
+  EXPECT_TRUE(CheckSameVocabulary(**remote, **local).ok());
+  const std::string text = "for (int i = 0; i < 10; ++i) {\n  sum += a[i];  // ünïcödé\n}\n";
+  EXPECT_EQ((*remote)->Encode(text, true), (*local)->Encode(text, true));
+  // A SentencePiece target and this draft do not share a vocabulary.
+  EXPECT_FALSE(CheckSameVocabulary(**remote, *BundledTokenizer()).ok());
+}
+
+TEST(AdmissionTest, LimitsAndDraining) {
+  rpc::Admission a(/*max_sessions=*/2, /*kv_blocks=*/10);
+  EXPECT_TRUE(a.Admit(6).ok());
+  EXPECT_EQ(a.Admit(5).code(), absl::StatusCode::kResourceExhausted);  // 11 > 10 blocks
+  EXPECT_TRUE(a.Admit(4).ok());
+  EXPECT_EQ(a.Admit(0).code(), absl::StatusCode::kResourceExhausted);  // session limit
+  a.Release(6);
+  EXPECT_EQ(a.active(), 1);
+  a.StartDraining();
+  EXPECT_EQ(a.Admit(1).code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(rpc::Admission::BlocksFor(33, 16), 3);
+}
+
+// Pushes `ids` one at a time; returns the concatenated releases.
+TextStream::Release PushAll(TextStream& ts, const std::vector<TokenId>& ids) {
+  TextStream::Release all;
+  for (TokenId id : ids) {
+    TextStream::Release r = ts.Push({id});
+    all.text += r.text;
+    all.ids.insert(all.ids.end(), r.ids.begin(), r.ids.end());
+    all.stopped = all.stopped || r.stopped;
+  }
+  return all;
+}
+
+TEST(TextStreamTest, WithoutStopsEverythingGoesOutInOrder) {
+  auto tok = BundledTokenizer();
+  const std::vector<TokenId> prompt = tok->Encode("def f(x):", true);
+  const std::vector<TokenId> cont = tok->Encode("def f(x):\n    return x * 2\n", true);
+  const std::vector<TokenId> gen(cont.begin() + prompt.size(), cont.end());
+  TextStream ts(*tok, prompt, {});
+  TextStream::Release r = PushAll(ts, gen);
+  TextStream::Release end = ts.Finish();
+  EXPECT_EQ(r.ids, gen);
+  EXPECT_EQ(r.text + end.text, tok->Decode(cont).substr(tok->Decode(prompt).size()));
+  EXPECT_FALSE(r.stopped);
+}
+
+TEST(TextStreamTest, StopsAtTheEarliestStopStringAndHoldsPossibleStarts) {
+  auto tok = BundledTokenizer();
+  const std::vector<TokenId> prompt = tok->Encode("x = 1", true);
+  const std::vector<TokenId> cont = tok->Encode("x = 1\ny = 2\nreturn x + y\n", true);
+  const std::vector<TokenId> gen(cont.begin() + prompt.size(), cont.end());
+  const std::string text = tok->Decode(cont).substr(tok->Decode(prompt).size());
+  const size_t at = text.find("return");
+  ASSERT_NE(at, std::string::npos);
+
+  TextStream ts(*tok, prompt, {"+ y", "return", "never"});
+  TextStream::Release r = PushAll(ts, gen);
+  EXPECT_TRUE(r.stopped);
+  EXPECT_EQ(r.text, text.substr(0, at));  // "return" comes before "+ y"
+  EXPECT_TRUE(std::equal(r.ids.begin(), r.ids.end(), gen.begin()));
+  EXPECT_LE(tok->Decode(r.ids).size(), at + 1);
+  EXPECT_TRUE(ts.Push({gen[0]}).stopped);  // nothing more after a stop
+  EXPECT_TRUE(ts.Push({gen[0]}).ids.empty());
+
+  // A tail that could start a stop string waits until it cannot.
+  TextStream held(*tok, prompt, {"\ny = 3"});
+  TextStream::Release part = PushAll(held, gen);
+  TextStream::Release rest = held.Finish();
+  EXPECT_FALSE(part.stopped);
+  EXPECT_EQ(part.text + rest.text, text);
+  std::vector<TokenId> ids = part.ids;
+  ids.insert(ids.end(), rest.ids.begin(), rest.ids.end());
+  EXPECT_EQ(ids, gen);
+}
+
+}  // namespace
+}  // namespace specserve
