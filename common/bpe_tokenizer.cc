@@ -11,17 +11,19 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "common/tokenizer_vocab.h"
 
 namespace specserve {
 namespace {
 
-constexpr char kTokensKey[] = "tokenizer.ggml.tokens";
-constexpr char kTypesKey[] = "tokenizer.ggml.token_type";
+using vocab::kAddBosKey;
+using vocab::kBosKey;
+using vocab::kEosKey;
+using vocab::kTokensKey;
+using vocab::kTypesKey;
+using vocab::ParseBytePiece;
 constexpr char kMergesKey[] = "tokenizer.ggml.merges";
 constexpr char kPreKey[] = "tokenizer.ggml.pre";
-constexpr char kBosKey[] = "tokenizer.ggml.bos_token_id";
-constexpr char kEosKey[] = "tokenizer.ggml.eos_token_id";
-constexpr char kAddBosKey[] = "tokenizer.ggml.add_bos_token";
 
 // GPT-2's bytes_to_unicode(): printable Latin-1 bytes stand for themselves,
 // the other 68 (controls, space, DEL, NBSP, soft hyphen) take code points
@@ -83,21 +85,6 @@ std::string FromByteLevel(std::string_view piece,
     i += len;
   }
   return out;
-}
-
-// "<0x0A>" -> 10; -1 for anything else.
-int ParseBytePiece(std::string_view p) {
-  if (p.size() != 6 || p.substr(0, 3) != "<0x" || p[5] != '>') return -1;
-  int v = 0;
-  for (char c : p.substr(3, 2)) {
-    const int d = (c >= '0' && c <= '9')   ? c - '0'
-                  : (c >= 'A' && c <= 'F') ? c - 'A' + 10
-                  : (c >= 'a' && c <= 'f') ? c - 'a' + 10
-                                           : -1;
-    if (d < 0) return -1;
-    v = v * 16 + d;
-  }
-  return v;
 }
 
 uint64_t PairKey(TokenId l, TokenId r) {
@@ -279,19 +266,8 @@ absl::StatusOr<BpeVocab> ReadBpeVocab(const GgufFile& f) {
   v.merges = (*merges)->strings;
   if (f.Has(kTypesKey)) {
     ASSIGN_OR_RETURN(const GgufArray* types, f.GetArray(kTypesKey, GgufValueType::kInt32));
-    if (types->ints.size() != n) {
-      return absl::InvalidArgumentError(absl::StrCat(kTypesKey, " has ", types->ints.size(),
-                                                     " entries but ", kTokensKey, " has ", n));
-    }
-    v.types.reserve(n);
-    for (size_t i = 0; i < n; ++i) {
-      const int64_t t = types->ints[i];
-      if (t < static_cast<int64_t>(TokenType::kNormal) || t > static_cast<int64_t>(TokenType::kByte)) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(kTypesKey, "[", i, "] = ", t, " is not a token type (1..6)"));
-      }
-      v.types.push_back(static_cast<TokenType>(t));
-    }
+    RETURN_IF_ERROR(vocab::CheckEntries(kTypesKey, types->ints.size(), n));
+    ASSIGN_OR_RETURN(v.types, vocab::TokenTypesFromInts(types->ints));
   } else {
     v.types.assign(n, TokenType::kNormal);
   }
@@ -317,10 +293,7 @@ absl::StatusOr<BpeVocab> ReadBpeVocab(const GgufFile& f) {
   if (!has_bos) bos = eos;
   if (!has_eos) eos = bos;
   for (auto [key, id] : {std::pair{kBosKey, bos}, {kEosKey, eos}}) {
-    if (id < 0 || static_cast<uint64_t>(id) >= n) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(key, " = ", id, " is outside the vocabulary of ", n, " tokens"));
-    }
+    RETURN_IF_ERROR(vocab::CheckIdInVocab(key, id, n));
   }
   v.bos = static_cast<TokenId>(bos);
   v.eos = static_cast<TokenId>(eos);
@@ -333,29 +306,12 @@ absl::StatusOr<BpeVocab> ReadBpeVocab(const GgufFile& f) {
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> MakeBpeTokenizer(BpeVocab v) {
   const size_t n = v.pieces.size();
-  if (n == 0) return absl::InvalidArgumentError(absl::StrCat(kTokensKey, " is empty"));
-  if (n > static_cast<size_t>(std::numeric_limits<TokenId>::max())) {
-    return absl::InvalidArgumentError(absl::StrCat(kTokensKey, " has ", n, " entries"));
-  }
-  if (v.types.size() != n) {
-    return absl::InvalidArgumentError(absl::StrCat(kTypesKey, " has ", v.types.size(),
-                                                   " entries but ", kTokensKey, " has ", n));
-  }
+  RETURN_IF_ERROR(vocab::CheckVocabSize(n));
+  RETURN_IF_ERROR(vocab::CheckEntries(kTypesKey, v.types.size(), n));
   if (v.merges.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
     return absl::InvalidArgumentError(absl::StrCat(kMergesKey, " has ", v.merges.size(), " entries"));
   }
-  for (size_t i = 0; i < n; ++i) {
-    const auto t = static_cast<int32_t>(v.types[i]);
-    if (t < static_cast<int32_t>(TokenType::kNormal) || t > static_cast<int32_t>(TokenType::kByte)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(kTypesKey, "[", i, "] = ", t, " is not a token type (1..6)"));
-    }
-    if (v.types[i] == TokenType::kByte && ParseBytePiece(v.pieces[i]) < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          kTypesKey, "[", i, "] says byte but ", kTokensKey, "[", i, "] = \"",
-          absl::Utf8SafeCHexEscape(v.pieces[i]), "\" is not <0xXX>"));
-    }
-  }
+  for (size_t i = 0; i < n; ++i) RETURN_IF_ERROR(vocab::CheckTokenType(v.pieces, v.types, i));
   for (size_t i = 0; i < v.merges.size(); ++i) {
     const std::string& m = v.merges[i];
     const size_t sp = m.size() < 2 ? std::string::npos : m.find(' ', 1);
@@ -366,10 +322,7 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> MakeBpeTokenizer(BpeVocab v) {
     }
   }
   for (auto [key, id] : {std::pair{kBosKey, v.bos}, {kEosKey, v.eos}}) {
-    if (id < 0 || static_cast<size_t>(id) >= n) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(key, " = ", id, " is outside the vocabulary of ", n, " tokens"));
-    }
+    RETURN_IF_ERROR(vocab::CheckIdInVocab(key, id, n));
   }
   return std::make_unique<BpeTokenizer>(std::move(v));
 }

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "common/status_macros.h"
+#include "common/tokenizer_vocab.h"
 
 namespace specserve {
 namespace {
@@ -22,11 +23,13 @@ constexpr char kSpaceMark[] = "\xE2\x96\x81";  // U+2581 "▁"
 // What SentencePiece prints for <unk> (its kDefaultUnknownSymbol, " ⁇ ").
 constexpr char kUnknownSurface[] = " \xE2\x81\x87 ";
 
-constexpr char kTokensKey[] = "tokenizer.ggml.tokens";
+using vocab::kAddBosKey;
+using vocab::kBosKey;
+using vocab::kEosKey;
+using vocab::kTokensKey;
+using vocab::kTypesKey;
+using vocab::ParseBytePiece;
 constexpr char kScoresKey[] = "tokenizer.ggml.scores";
-constexpr char kTypesKey[] = "tokenizer.ggml.token_type";
-constexpr char kBosKey[] = "tokenizer.ggml.bos_token_id";
-constexpr char kEosKey[] = "tokenizer.ggml.eos_token_id";
 constexpr char kUnkKey[] = "tokenizer.ggml.unknown_token_id";
 
 // Bytes in the UTF-8 character that `lead` starts. A stray continuation or
@@ -38,21 +41,6 @@ size_t Utf8Len(uint8_t lead) {
   if ((lead & 0xF0) == 0xE0) return 3;
   if ((lead & 0xF8) == 0xF0) return 4;
   return 1;
-}
-
-// "<0x0A>" -> 10; -1 for anything else.
-int ParseBytePiece(std::string_view p) {
-  if (p.size() != 6 || p.substr(0, 3) != "<0x" || p[5] != '>') return -1;
-  int v = 0;
-  for (char c : p.substr(3, 2)) {
-    int d = (c >= '0' && c <= '9')   ? c - '0'
-            : (c >= 'A' && c <= 'F') ? c - 'A' + 10
-            : (c >= 'a' && c <= 'f') ? c - 'a' + 10
-                                     : -1;
-    if (d < 0) return -1;
-    v = v * 16 + d;
-  }
-  return v;
 }
 
 // A GGUF getter's NOT_FOUND becomes INVALID_ARGUMENT: the model file, not the
@@ -67,10 +55,7 @@ absl::StatusOr<T> Required(absl::StatusOr<T> r, const char* key) {
 absl::StatusOr<TokenId> ReadId(const GgufFile& f, const char* key, int64_t dflt,
                                size_t n_vocab) {
   ASSIGN_OR_RETURN(int64_t v, f.GetIntOr(key, dflt));
-  if (v < 0 || static_cast<uint64_t>(v) >= n_vocab) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(key, " = ", v, " is outside the vocabulary of ", n_vocab, " tokens"));
-  }
+  RETURN_IF_ERROR(vocab::CheckIdInVocab(key, v, n_vocab));
   return static_cast<TokenId>(v);
 }
 
@@ -252,59 +237,29 @@ absl::StatusOr<SpmVocab> ReadSpmVocab(const GgufFile& f) {
   }
   v.pieces = tokens->strings;
   v.scores.assign(scores->floats.begin(), scores->floats.end());
-  v.types.reserve(n);
-  for (size_t i = 0; i < n; ++i) {
-    const int64_t t = types->ints[i];
-    if (t < static_cast<int64_t>(TokenType::kNormal) || t > static_cast<int64_t>(TokenType::kByte)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(kTypesKey, "[", i, "] = ", t, " is not a token type (1..6)"));
-    }
-    v.types.push_back(static_cast<TokenType>(t));
-  }
+  ASSIGN_OR_RETURN(v.types, vocab::TokenTypesFromInts(types->ints));
   ASSIGN_OR_RETURN(v.bos, ReadId(f, kBosKey, 1, n));
   ASSIGN_OR_RETURN(v.eos, ReadId(f, kEosKey, 2, n));
   ASSIGN_OR_RETURN(v.unk, ReadId(f, kUnkKey, 0, n));
-  ASSIGN_OR_RETURN(v.add_bos, f.GetBoolOr("tokenizer.ggml.add_bos_token", true));
+  ASSIGN_OR_RETURN(v.add_bos, f.GetBoolOr(kAddBosKey, true));
   ASSIGN_OR_RETURN(v.add_space_prefix, f.GetBoolOr("tokenizer.ggml.add_space_prefix", true));
   return v;
 }
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> MakeSpmTokenizer(SpmVocab v) {
   const size_t n = v.pieces.size();
-  if (n == 0) return absl::InvalidArgumentError(absl::StrCat(kTokensKey, " is empty"));
-  if (n > static_cast<size_t>(std::numeric_limits<TokenId>::max())) {
-    return absl::InvalidArgumentError(absl::StrCat(kTokensKey, " has ", n, " entries"));
-  }
-  if (v.scores.size() != n) {
-    return absl::InvalidArgumentError(absl::StrCat(kScoresKey, " has ", v.scores.size(),
-                                                   " entries but ", kTokensKey, " has ", n));
-  }
-  if (v.types.size() != n) {
-    return absl::InvalidArgumentError(absl::StrCat(kTypesKey, " has ", v.types.size(),
-                                                   " entries but ", kTokensKey, " has ", n));
-  }
+  RETURN_IF_ERROR(vocab::CheckVocabSize(n));
+  RETURN_IF_ERROR(vocab::CheckEntries(kScoresKey, v.scores.size(), n));
+  RETURN_IF_ERROR(vocab::CheckEntries(kTypesKey, v.types.size(), n));
   for (size_t i = 0; i < n; ++i) {
     // A NaN score would break the merge queue's ordering.
     if (std::isnan(v.scores[i])) {
       return absl::InvalidArgumentError(absl::StrCat(kScoresKey, "[", i, "] is NaN"));
     }
-    const auto t = static_cast<int32_t>(v.types[i]);
-    if (t < static_cast<int32_t>(TokenType::kNormal) || t > static_cast<int32_t>(TokenType::kByte)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(kTypesKey, "[", i, "] = ", t, " is not a token type (1..6)"));
-    }
-    if (v.types[i] == TokenType::kByte && ParseBytePiece(v.pieces[i]) < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(kTypesKey, "[", i, "] says byte but ",
-                                                     kTokensKey, "[", i, "] = \"",
-                                                     absl::Utf8SafeCHexEscape(v.pieces[i]),
-                                                     "\" is not <0xXX>"));
-    }
+    RETURN_IF_ERROR(vocab::CheckTokenType(v.pieces, v.types, i));
   }
   for (auto [key, id] : {std::pair{kBosKey, v.bos}, {kEosKey, v.eos}, {kUnkKey, v.unk}}) {
-    if (id < 0 || static_cast<size_t>(id) >= n) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(key, " = ", id, " is outside the vocabulary of ", n, " tokens"));
-    }
+    RETURN_IF_ERROR(vocab::CheckIdInVocab(key, id, n));
   }
   return std::make_unique<SpmTokenizer>(std::move(v));
 }

@@ -12,6 +12,7 @@
 #include "coordinator/upstreams.h"
 #include "rpc/metrics_server.h"
 #include "rpc/server_runner.h"
+#include "rpc/tls.h"
 
 namespace specserve {
 namespace {
@@ -53,6 +54,9 @@ absl::StatusOr<Flags> ReadFlags(const CliArgs& a) {
   f.max_sessions = static_cast<int>(max_sessions);
   f.server.max_message_bytes = static_cast<int>(max_bytes);
   f.upstreams.max_message_bytes = static_cast<int>(max_bytes);
+  // Mutual TLS toward the services only: the public --listen port stays
+  // plaintext (f.server.tls is left off).
+  ASSIGN_OR_RETURN(f.upstreams.tls, rpc::ReadTlsFlags(a));
   return f;
 }
 
@@ -78,6 +82,7 @@ int Main(int argc, char** argv) {
   args.Flag("overlap", "on", "on: the draft service drafts the next block while the target verifies; off: they take turns");
   args.Flag("draft-timeout-ms", "2000",
             "a draft call slower than this is a draft failure: the request goes on with n-gram drafting (0: wait)");
+  rpc::DeclareTlsFlags(args, rpc::TlsRole::kClient);
   if (absl::Status s = args.Parse(argc, argv); !s.ok()) {
     std::fprintf(stderr, "specserve-coordinator: %s\n%s", s.ToString().c_str(), args.HelpText().c_str());
     return 2;
@@ -97,10 +102,11 @@ int Main(int argc, char** argv) {
   if (!upstreams.ok()) return Fail(upstreams.status());
   service.Attach(upstreams->get());
   (*server)->SetServing(true);
-  std::fprintf(stderr, "specserve-coordinator: target %s (%s), draft %s, listening on port %d, metrics port %d\n",
+  std::fprintf(stderr,
+               "specserve-coordinator: target %s (%s), draft %s%s, listening on port %d, metrics port %d\n",
                flags->upstreams.target.c_str(), (*upstreams)->target_info().name().c_str(),
-               flags->upstreams.draft.empty() ? "none" : flags->upstreams.draft.c_str(), (*server)->port(),
-               (*metrics)->port());
+               flags->upstreams.draft.empty() ? "none" : flags->upstreams.draft.c_str(),
+               flags->upstreams.tls.enabled() ? " (mutual TLS)" : "", (*server)->port(), (*metrics)->port());
 
   const int sig = rpc::GrpcServer::WaitForSignal();
   std::fprintf(stderr, "specserve-coordinator: signal %d, draining\n", sig);

@@ -11,7 +11,7 @@
 namespace specserve {
 namespace {
 
-std::shared_ptr<grpc::Channel> MakeChannel(const std::string& addr, int max_bytes) {
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& addr, int max_bytes, const rpc::TlsConfig& tls) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(max_bytes);
   args.SetMaxSendMessageSize(max_bytes);
@@ -20,7 +20,7 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& addr, int max_byte
   // accept pings this often (rpc/server_runner.cc).
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 20000);
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10000);
-  return grpc::CreateCustomChannel(addr, grpc::InsecureChannelCredentials(), args);
+  return grpc::CreateCustomChannel(addr, rpc::MakeChannelCredentials(tls), args);
 }
 
 template <class Stub>
@@ -43,7 +43,7 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> TokenizerFrom(const v1::ModelInfo& in
 absl::StatusOr<std::unique_ptr<Upstreams>> Upstreams::Connect(const Options& opts) {
   auto up = std::unique_ptr<Upstreams>(new Upstreams());
   up->opts_ = opts;
-  up->target_ = v1::TargetService::NewStub(MakeChannel(opts.target, opts.max_message_bytes));
+  up->target_ = v1::TargetService::NewStub(MakeChannel(opts.target, opts.max_message_bytes, opts.tls));
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::duration<double>(opts.connect_timeout_seconds);
   absl::StatusOr<v1::ModelInfo> info;
   for (bool logged = false;; logged = true) {
@@ -63,7 +63,7 @@ absl::StatusOr<std::unique_ptr<Upstreams>> Upstreams::Connect(const Options& opt
   up->config_.n_ctx = info->context_length();
   if (opts.draft.empty()) return up;
 
-  up->draft_ = v1::DraftService::NewStub(MakeChannel(opts.draft, opts.max_message_bytes));
+  up->draft_ = v1::DraftService::NewStub(MakeChannel(opts.draft, opts.max_message_bytes, opts.tls));
   up->draft_state_ = DraftState::kUnchecked;
   absl::Status s = up->CheckDraft(std::chrono::milliseconds(2000), /*wait_for_ready=*/true);
   if (absl::IsInvalidArgument(s)) return s;  // the wrong draft: fail loudly

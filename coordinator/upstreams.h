@@ -21,6 +21,7 @@
 #include "absl/status/statusor.h"
 #include "common/model_config.h"
 #include "common/tokenizer.h"
+#include "rpc/tls.h"
 #include "specserve/v1/internal.grpc.pb.h"
 
 namespace specserve {
@@ -32,6 +33,10 @@ class Upstreams {
     std::string draft;                // HOST:PORT, or empty
     int max_message_bytes = 64 << 20;
     double connect_timeout_seconds = 60;  // how long to wait for the target at start
+    // enabled: mutual TLS to both services (the CA verifies their
+    // certificates, which must name the HOST of `target` / `draft`; ours
+    // is presented to them). Otherwise plaintext.
+    rpc::TlsConfig tls;
   };
 
   // Waits for the target's model info (retrying until the timeout), builds

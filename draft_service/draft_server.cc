@@ -1,7 +1,5 @@
 #include "draft_service/draft_server.h"
 
-#include "common/status_macros.h"
-
 namespace specserve {
 namespace {
 
@@ -9,36 +7,6 @@ using Req = v1::DraftRequest;
 using Resp = v1::DraftResponse;
 
 }  // namespace
-
-grpc::ServerBidiReactor<Req, Resp>* DraftServer::Session(grpc::CallbackServerContext* ctx) {
-  return new rpc::BidiSession<Req, Resp, &IsDraftClose>(ctx, this, NextStreamId());
-}
-
-grpc::ServerUnaryReactor* DraftServer::GetModelInfo(grpc::CallbackServerContext* ctx, const v1::ModelInfoRequest*,
-                                                    v1::ModelInfo* resp) {
-  grpc::ServerUnaryReactor* r = ctx->DefaultReactor();
-  if (!ready()) {
-    r->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "model is still loading"));
-  } else {
-    *resp = info_;
-    r->Finish(grpc::Status::OK);
-  }
-  return r;
-}
-
-absl::Status DraftServer::InitState(Entry& e, const SessionSpec& spec) {
-  DraftState& st = e.state;
-  st.session = std::make_unique<DraftSession>(backend().kv_pool(), backend().config());
-  RETURN_IF_ERROR(st.session->Open(spec, &st.prefill));
-  st.opened_at = rpc::Clock::now();
-  st.prefill_pending = !st.prefill.tokens.empty();
-  if (!st.prefill_pending) {
-    Resp r;
-    r.mutable_opened();
-    e.handle->Send(std::move(r));
-  }
-  return absl::OkStatus();
-}
 
 absl::Status DraftServer::Accept(uint64_t, Entry& e, Req msg, rpc::Clock::time_point received) {
   if (!msg.has_propose() && !msg.has_ahead()) {

@@ -16,7 +16,7 @@
 #include <utility>
 
 #include "draft_service/draft_session.h"
-#include "rpc/session_service.h"
+#include "rpc/model_service.h"
 #include "specserve/v1/internal.grpc.pb.h"
 
 namespace specserve {
@@ -35,20 +35,12 @@ struct DraftState {
   enum class Pass { kNone, kPrefill, kStep } pass = Pass::kNone;
 };
 
-inline bool IsDraftClose(const v1::DraftRequest& r) { return r.has_close(); }
-
-class DraftServer final : public v1::DraftService::CallbackService,
-                          public rpc::SessionService<v1::DraftRequest, v1::DraftResponse, DraftState> {
+class DraftServer final : public rpc::ModelService<v1::DraftService, v1::DraftRequest, v1::DraftResponse,
+                                                   DraftState, DraftSession> {
  public:
   ~DraftServer() override { Stop(); }
 
-  grpc::ServerBidiReactor<v1::DraftRequest, v1::DraftResponse>* Session(grpc::CallbackServerContext* ctx) override;
-  grpc::ServerUnaryReactor* GetModelInfo(grpc::CallbackServerContext* ctx, const v1::ModelInfoRequest* req,
-                                         v1::ModelInfo* resp) override;
-  void SetInfo(const v1::ModelInfo& info) { info_ = info; }
-
  private:
-  absl::Status InitState(Entry& e, const SessionSpec& spec) override;
   absl::Status Accept(uint64_t id, Entry& e, v1::DraftRequest msg, rpc::Clock::time_point received) override;
   bool HasWork() const override;
   void Iterate() override;
@@ -56,11 +48,6 @@ class DraftServer final : public v1::DraftService::CallbackService,
   bool StartProposal(DraftState& st, absl::Status* error);
   // The steps are done: answer a proposal, or just note a finished ahead block.
   void StepsDone(Entry& e);
-
-  v1::ModelInfo info_;
-  std::vector<ForwardSeq> passes_;
-  std::vector<uint64_t> pass_ids_;
-  rpc::BatchOutput out_;
 };
 
 }  // namespace specserve

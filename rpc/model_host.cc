@@ -18,6 +18,7 @@ void DeclareServiceFlags(CliArgs& a, const std::string& default_listen, int defa
   a.Flag("drain-seconds", "30", "on SIGTERM, how long running sessions may finish");
   a.Flag("backend", "cpu", "cpu or cuda");
   a.Flag("device", "0", "CUDA device index");
+  DeclareTlsFlags(a, TlsRole::kServer);
 }
 
 absl::StatusOr<ServiceFlags> ReadServiceFlags(const CliArgs& a) {
@@ -39,6 +40,7 @@ absl::StatusOr<ServiceFlags> ReadServiceFlags(const CliArgs& a) {
   f.metrics_port = static_cast<int>(metrics_port);
   f.max_sessions = static_cast<int>(max_sessions);
   f.server.max_message_bytes = static_cast<int>(max_bytes);
+  ASSIGN_OR_RETURN(f.server.tls, ReadTlsFlags(a));
   return f;
 }
 

@@ -24,7 +24,9 @@ struct ServiceFlags {
 };
 
 // Declares --listen, --model, --threads, --metrics-port, --max-sessions,
-// --kv-blocks, --max-message-bytes, --drain-seconds, --backend, --device.
+// --kv-blocks, --max-message-bytes, --drain-seconds, --backend, --device,
+// --tls-cert, --tls-key, --tls-ca (ReadServiceFlags reads the PEM files into
+// server.tls, so a missing one fails at start).
 void DeclareServiceFlags(CliArgs& args, const std::string& default_listen, int default_metrics_port);
 absl::StatusOr<ServiceFlags> ReadServiceFlags(const CliArgs& args);
 

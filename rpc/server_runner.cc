@@ -44,7 +44,7 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(const ServerOption
   auto s = std::unique_ptr<GrpcServer>(new GrpcServer());
   s->opts_ = opts;
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(opts.listen, grpc::InsecureServerCredentials(), &s->port_);
+  builder.AddListeningPort(opts.listen, MakeServerCredentials(opts.tls), &s->port_);
   builder.SetMaxReceiveMessageSize(opts.max_message_bytes);
   builder.SetMaxSendMessageSize(opts.max_message_bytes);
   // Let clients keep session streams alive with pings every >= 10 s
@@ -54,9 +54,18 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(const ServerOption
   for (grpc::Service* svc : services) builder.RegisterService(svc);
   s->server_ = builder.BuildAndStart();
   if (!s->server_ || s->port_ == 0) {
+    if (opts.tls.enabled()) {
+      return absl::UnavailableError(absl::StrCat("cannot listen with TLS on ", opts.listen,
+                                                 " (the address is taken, or --tls-key ", opts.tls.key_path,
+                                                 " is not the key of --tls-cert ", opts.tls.cert_path, ")"));
+    }
     return absl::UnavailableError(absl::StrCat("cannot listen on ", opts.listen));
   }
   s->SetServing(false);
+  if (opts.tls.enabled()) {
+    std::fprintf(stderr, "serving TLS on %s (%s); client certificates must be signed by %s\n", opts.listen.c_str(),
+                 opts.tls.cert_path.c_str(), opts.tls.ca_path.c_str());
+  }
   return s;
 }
 

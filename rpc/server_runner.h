@@ -2,7 +2,7 @@
 // (grpc.health.v1, NOT_SERVING until the model is ready), server reflection
 // (so grpcurl works), message size caps, and the SIGTERM sequence (health
 // NOT_SERVING, refuse new sessions, let running ones finish up to a drain
-// timeout, then stop).
+// timeout, then stop), and optional mutual TLS (rpc/tls.h).
 #pragma once
 
 #include <functional>
@@ -13,6 +13,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/status/statusor.h"
+#include "rpc/tls.h"
 
 namespace specserve::rpc {
 
@@ -20,6 +21,7 @@ struct ServerOptions {
   std::string listen = "0.0.0.0:0";         // HOST:PORT; port 0 picks a free one
   int max_message_bytes = 64 << 20;          // both directions
   double drain_seconds = 30;                 // SIGTERM: wait this long for running sessions
+  TlsConfig tls;                             // enabled: TLS, client certificates required
 };
 
 class GrpcServer {
@@ -31,7 +33,8 @@ class GrpcServer {
   // Blocks until SIGTERM or SIGINT arrives; returns the signal number.
   static int WaitForSignal();
 
-  // UNAVAILABLE when the address cannot be bound.
+  // UNAVAILABLE when the address cannot be bound (or, with TLS, the
+  // certificate and key are not usable).
   static absl::StatusOr<std::unique_ptr<GrpcServer>> Start(const ServerOptions& opts,
                                                            const std::vector<grpc::Service*>& services);
   ~GrpcServer();

@@ -1,8 +1,5 @@
 #include "target_service/target_server.h"
 
-#include "absl/strings/str_cat.h"
-#include "common/status_macros.h"
-
 namespace specserve {
 namespace {
 
@@ -10,36 +7,6 @@ using Req = v1::TargetRequest;
 using Resp = v1::TargetResponse;
 
 }  // namespace
-
-grpc::ServerBidiReactor<Req, Resp>* TargetServer::Session(grpc::CallbackServerContext* ctx) {
-  return new rpc::BidiSession<Req, Resp, &IsTargetClose>(ctx, this, NextStreamId());
-}
-
-grpc::ServerUnaryReactor* TargetServer::GetModelInfo(grpc::CallbackServerContext* ctx, const v1::ModelInfoRequest*,
-                                                     v1::ModelInfo* resp) {
-  grpc::ServerUnaryReactor* r = ctx->DefaultReactor();
-  if (!ready()) {
-    r->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "model is still loading"));
-  } else {
-    *resp = info_;
-    r->Finish(grpc::Status::OK);
-  }
-  return r;
-}
-
-absl::Status TargetServer::InitState(Entry& e, const SessionSpec& spec) {
-  TargetState& st = e.state;
-  st.session = std::make_unique<TargetSession>(backend().kv_pool(), backend().config());
-  RETURN_IF_ERROR(st.session->Open(spec, &st.prefill));
-  st.opened_at = rpc::Clock::now();
-  st.prefill_pending = !st.prefill.tokens.empty();
-  if (!st.prefill_pending) {  // a one-token prompt: nothing to cache
-    Resp r;
-    r.mutable_opened();
-    e.handle->Send(std::move(r));
-  }
-  return absl::OkStatus();
-}
 
 absl::Status TargetServer::Accept(uint64_t, Entry& e, Req msg, rpc::Clock::time_point received) {
   if (!msg.has_verify()) return absl::InvalidArgumentError("expected `verify` or `close`");

@@ -12,7 +12,7 @@
 #include <memory>
 #include <utility>
 
-#include "rpc/session_service.h"
+#include "rpc/model_service.h"
 #include "specserve/v1/internal.grpc.pb.h"
 #include "target_service/target_session.h"
 
@@ -28,30 +28,15 @@ struct TargetState {
   enum class Pass { kNone, kPrefill, kVerify } pass = Pass::kNone;
 };
 
-inline bool IsTargetClose(const v1::TargetRequest& r) { return r.has_close(); }
-
-class TargetServer final
-    : public v1::TargetService::CallbackService,
-      public rpc::SessionService<v1::TargetRequest, v1::TargetResponse, TargetState> {
+class TargetServer final : public rpc::ModelService<v1::TargetService, v1::TargetRequest, v1::TargetResponse,
+                                                    TargetState, TargetSession> {
  public:
   ~TargetServer() override { Stop(); }
 
-  grpc::ServerBidiReactor<v1::TargetRequest, v1::TargetResponse>* Session(
-      grpc::CallbackServerContext* ctx) override;
-  grpc::ServerUnaryReactor* GetModelInfo(grpc::CallbackServerContext* ctx, const v1::ModelInfoRequest* req,
-                                         v1::ModelInfo* resp) override;
-  void SetInfo(const v1::ModelInfo& info) { info_ = info; }
-
  private:
-  absl::Status InitState(Entry& e, const SessionSpec& spec) override;
   absl::Status Accept(uint64_t id, Entry& e, v1::TargetRequest msg, rpc::Clock::time_point received) override;
   bool HasWork() const override;
   void Iterate() override;
-
-  v1::ModelInfo info_;
-  std::vector<ForwardSeq> passes_;
-  std::vector<uint64_t> pass_ids_;
-  rpc::BatchOutput out_;
 };
 
 }  // namespace specserve

@@ -3,7 +3,6 @@
 // llama.cpp), plus the pre-tokenizer patterns on their own and the greedy
 // continuations of code-bpe-4m.gguf.
 #include <algorithm>
-#include <fstream>
 #include <random>
 
 #include <gmock/gmock.h>
@@ -16,6 +15,7 @@
 #include "common/tokenizer.h"
 #include "common/weights.h"
 #include "tests/gguf_writer.h"
+#include "tests/test_models.h"
 #include "tests/test_paths.h"
 
 namespace specserve {
@@ -25,18 +25,9 @@ using nlohmann::json;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-json LoadGolden() {
-  const std::string p = testing::SharedPath("golden/golden_bpe.json");
-  if (p.empty()) return json();
-  std::ifstream in(p);
-  return json::parse(in);
-}
+json LoadGolden() { return testing::LoadJson(testing::SharedPath("golden/golden_bpe.json")); }
 
-std::string BpeModelPath() {
-  const std::string bundled = testing::BundledModel("code-bpe-4m.gguf");
-  if (std::ifstream(bundled).good()) return bundled;
-  return testing::SharedPath("models/code-bpe-4m.gguf");
-}
+std::string BpeModelPath() { return testing::ModelPath("code-bpe-4m"); }
 
 std::unique_ptr<Tokenizer> LoadBpe() {
   const std::string path = BpeModelPath();
@@ -340,38 +331,14 @@ TEST(BpeGoldenTest, GreedyContinuationsMatch) {
   if (golden.is_null()) GTEST_SKIP() << "../shared/golden/golden_bpe.json not present";
   const std::string path = BpeModelPath();
   if (path.empty()) GTEST_SKIP() << "code-bpe-4m.gguf not present";
-  auto model = Model::Load(path);
-  ASSERT_TRUE(model.ok()) << model.status();
   BackendOptions opts;
   opts.threads = 2;
-  auto backend = MakeCpuBackend(**model, opts);
-  ASSERT_TRUE(backend.ok()) << backend.status();
-  Backend& b = **backend;
-  const int32_t V = (*model)->config.vocab;
-  auto argmax = [&](const std::vector<float>& l) {
-    return static_cast<TokenId>(std::max_element(l.begin(), l.begin() + V) - l.begin());
-  };
+  testing::LoadedModel l = testing::LoadModel(path, opts);
+  ASSERT_TRUE(l.backend != nullptr);
   for (const json& p : golden["prompts"]) {
     const auto ids = p["ids"].get<std::vector<TokenId>>();
-    KvSeq seq;
-    std::vector<float> logits;
-    ASSERT_TRUE(b.Forward({ForwardSeq{&seq, ids, 1}}, &logits).ok());
-    for (const json& kv : p["last_logits_top5"]) {
-      const int id = kv[0].get<int>();
-      const float want = kv[1].get<float>();
-      EXPECT_NEAR(logits[id], want, 1e-3 * std::max(1.0f, std::abs(want))) << "prompt " << p["id"];
-    }
-    const auto want = p["greedy_32"].get<std::vector<TokenId>>();
-    std::vector<TokenId> out;
-    TokenId next = argmax(logits);
-    while (out.size() < want.size()) {
-      out.push_back(next);
-      TokenId in[1] = {next};
-      ASSERT_TRUE(b.Forward({ForwardSeq{&seq, in, 1}}, &logits).ok());
-      next = argmax(logits);
-    }
-    EXPECT_EQ(out, want) << "prompt " << p["id"];
-    b.kv_pool().Release(seq);
+    ASSERT_NO_FATAL_FAILURE(testing::ExpectGoldenPrompt(*l.backend, ids, p, 1e-3, /*check_argmax=*/false,
+                                                        "prompt " + p["id"].dump()));
   }
 }
 

@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <fstream>
 #include <functional>
 #include <limits>
 #include <numeric>
@@ -19,7 +18,6 @@
 #include <vector>
 
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include "common/backend.h"
 #include "common/cpu_matmul.h"
@@ -32,6 +30,7 @@
 #include "kernels/cpu_attention.h"
 #include "kernels/cpu_ops.h"
 #include "kernels/glibc_expf.h"
+#include "tests/test_models.h"
 #include "tests/test_paths.h"
 
 #if defined(SPECSERVE_HAVE_CUDA)
@@ -655,14 +654,9 @@ INSTANTIATE_TEST_SUITE_P(AllOps, BackendOpsTest,
 
 // --- Host-side checks that need no GPU -----------------------------------
 
-// The repository's models/, else $SPECSERVE_SHARED/models (bench/gpu.sh runs
-// the binaries away from the checkout they were built in).
-std::string ModelPath(const std::string& name) {
-  std::string bundled = testing::BundledModel(name + ".gguf");
-  if (std::ifstream(bundled).good()) return bundled;
-  return testing::SharedPath("models/" + name + ".gguf");
-}
-
+// testing::ModelPath: the repository's models/, else $SPECSERVE_SHARED/models
+// (bench/gpu.sh runs the binaries away from the checkout they were built in).
+using testing::ModelPath;
 
 // The device verifier's exactness rests on GlibcExpf being the C library's
 // expf bit for bit on the inputs the recipe produces (x <= 0) and beyond.
@@ -698,62 +692,19 @@ TEST(CudaBackend, AbsentDeviceIsAClearError) {
 
 // --- The CUDA backend on the real models ---------------------------------
 
-int32_t ArgmaxRow(const float* row, int32_t n) { return static_cast<int32_t>(std::max_element(row, row + n) - row); }
-
 class CudaGoldenTest : public ::testing::TestWithParam<std::string> {};
 
-// tests/model_test.cc's golden check through MakeCudaBackend.
+// tests/model_test.cc's golden check through the CUDA backend.
 TEST_P(CudaGoldenTest, TopLogitsAndGreedyContinuation) {
   if (!HaveDevice()) GTEST_SKIP() << "no CUDA device";
-  const std::string golden_path = testing::SharedPath("golden/golden.json");
-  if (golden_path.empty()) GTEST_SKIP() << "../shared/golden/golden.json not present";
-  std::ifstream in(golden_path);
-  const nlohmann::json golden = nlohmann::json::parse(in);
-  const std::string path = ModelPath(GetParam());
-  if (path.empty()) GTEST_SKIP() << GetParam() << " not present";
-  auto model = Model::Load(path);
-  ASSERT_TRUE(model.ok()) << model.status();
   BackendOptions opts;
   opts.kind = "cuda";
-  auto backend = MakeCudaBackend(**model, opts);
-  ASSERT_TRUE(backend.ok()) << backend.status();
-  Backend& b = **backend;
-  const int32_t V = (*model)->config.vocab;
-  for (const nlohmann::json& p : golden["prompts"]) {
-    const nlohmann::json& ref = p["models"][GetParam()];
-    std::vector<TokenId> ids = p["ids"].get<std::vector<TokenId>>();
-    KvSeq seq;
-    std::vector<float> logits;
-    ASSERT_TRUE(b.Forward({ForwardSeq{&seq, ids, 1}}, &logits).ok());
-    for (const nlohmann::json& kv : ref["last_logits_top5"]) {
-      const int id = kv[0].get<int>();
-      const float want = kv[1].get<float>();
-      EXPECT_NEAR(logits[id], want, 1e-2 * std::max(1.0f, std::abs(want)))
-          << GetParam() << " prompt " << p["id"] << " token " << id;
-    }
-    EXPECT_EQ(ArgmaxRow(logits.data(), V), ref["last_logits_top5"][0][0].get<int>());
-    std::vector<TokenId> out;
-    const auto want = ref["greedy_32"].get<std::vector<TokenId>>();
-    TokenId next = ArgmaxRow(logits.data(), V);
-    while (out.size() < want.size()) {
-      out.push_back(next);
-      TokenId tok[1] = {next};
-      ASSERT_TRUE(b.Forward({ForwardSeq{&seq, tok, 1}}, &logits).ok());
-      next = ArgmaxRow(logits.data(), V);
-    }
-    EXPECT_EQ(out, want) << GetParam() << " prompt " << p["id"];
-    b.kv_pool().Release(seq);
-  }
-  EXPECT_EQ(b.kv_pool().used_blocks(), 0);
+  testing::ExpectMatchesGolden(GetParam(), opts, 1e-2);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, CudaGoldenTest,
                          ::testing::Values("code-draft-1m", "code-target-7m", "code-target-14m"),
-                         [](const auto& info) {
-                           std::string s = info.param;
-                           std::replace(s.begin(), s.end(), '-', '_');
-                           return s;
-                         });
+                         testing::ModelParamName);
 
 // The same ragged batch (with a rollback in the middle) on both backends.
 TEST(CudaBackend, MatchesCpuBackendOnRaggedBatchesAndRollback) {

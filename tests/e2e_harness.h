@@ -37,17 +37,26 @@
 
 namespace specserve::e2e {
 
-// A port nobody listens on right now (bind to 0, read it back, release it).
+// A port nobody uses right now, taken below the kernel's ephemeral range
+// (32768+ by default): a port from bind(0) can meanwhile become the source
+// port of some outgoing connection (a scrape, a gRPC channel of a test
+// running in parallel) and then the server cannot listen on it. Each test
+// process starts at its own pid-derived offset, so parallel tests rarely meet.
 inline int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
+  static int next = 0;
+  const int offset = static_cast<int>(getpid() % 1000) * 11;
+  for (int attempt = 0; attempt < 4000; ++attempt) {
+    const int port = 20000 + (offset + next++) % 12000;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_ANY);
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    const bool free = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+    close(fd);
+    if (free) return port;
+  }
+  return 0;
 }
 
 inline std::string Loopback(int port) { return "127.0.0.1:" + std::to_string(port); }

@@ -1,101 +1,35 @@
 // The forward pass against golden.json (fp32 on the same weights, checked by
 // an independent implementation), plus ragged batching and rollback.
 #include <algorithm>
-#include <fstream>
 
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include "common/backend.h"
 #include "common/weights.h"
+#include "tests/test_models.h"
 #include "tests/test_paths.h"
 
 namespace specserve {
 namespace {
 
-using nlohmann::json;
-
-int32_t ArgmaxRow(const float* row, int32_t n) {
-  return static_cast<int32_t>(std::max_element(row, row + n) - row);
-}
-
-json LoadGolden() {
-  std::string p = testing::SharedPath("golden/golden.json");
-  if (p.empty()) return json();
-  std::ifstream in(p);
-  return json::parse(in);
-}
-
-std::string ModelPath(const std::string& name) {
-  std::string bundled = testing::BundledModel(name + ".gguf");
-  if (std::ifstream(bundled).good()) return bundled;
-  return testing::SharedPath("models/" + name + ".gguf");
-}
+using testing::LoadedModel;
 
 class GoldenTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(GoldenTest, TopLogitsAndGreedyContinuation) {
-  const json golden = LoadGolden();
-  if (golden.is_null()) GTEST_SKIP() << "../shared/golden/golden.json not present";
-  const std::string path = ModelPath(GetParam());
-  if (path.empty()) GTEST_SKIP() << GetParam() << " not present";
-  auto model = Model::Load(path);
-  ASSERT_TRUE(model.ok()) << model.status();
   BackendOptions opts;
   opts.threads = 2;
-  auto backend = MakeCpuBackend(**model, opts);
-  ASSERT_TRUE(backend.ok()) << backend.status();
-  Backend& b = **backend;
-  const int32_t V = (*model)->config.vocab;
-  for (const json& p : golden["prompts"]) {
-    const json& ref = p["models"][GetParam()];
-    std::vector<TokenId> ids = p["ids"].get<std::vector<TokenId>>();
-    KvSeq seq;
-    std::vector<float> logits;
-    ASSERT_TRUE(b.Forward({ForwardSeq{&seq, ids, 1}}, &logits).ok());
-    for (const json& kv : ref["last_logits_top5"]) {
-      const int id = kv[0].get<int>();
-      const float want = kv[1].get<float>();
-      EXPECT_NEAR(logits[id], want, 1e-3 * std::max(1.0f, std::abs(want)))
-          << GetParam() << " prompt " << p["id"] << " token " << id;
-    }
-    EXPECT_EQ(ArgmaxRow(logits.data(), V), ref["last_logits_top5"][0][0].get<int>());
-    std::vector<TokenId> out;
-    const auto want = ref["greedy_32"].get<std::vector<TokenId>>();
-    TokenId next = ArgmaxRow(logits.data(), V);
-    while (out.size() < want.size()) {
-      out.push_back(next);
-      TokenId in[1] = {next};
-      ASSERT_TRUE(b.Forward({ForwardSeq{&seq, in, 1}}, &logits).ok());
-      next = ArgmaxRow(logits.data(), V);
-    }
-    EXPECT_EQ(out, want) << GetParam() << " prompt " << p["id"];
-    b.kv_pool().Release(seq);
-  }
-  EXPECT_EQ(b.kv_pool().used_blocks(), 0);
+  testing::ExpectMatchesGolden(GetParam(), opts, 1e-3);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, GoldenTest,
                          ::testing::Values("code-draft-1m", "code-target-7m", "code-target-14m"),
-                         [](const auto& info) {
-                           std::string s = info.param;
-                           std::replace(s.begin(), s.end(), '-', '_');
-                           return s;
-                         });
+                         testing::ModelParamName);
 
-struct Loaded {
-  std::unique_ptr<Model> model;
-  std::unique_ptr<Backend> backend;
-};
-
-Loaded LoadTarget(int threads = 1) {
-  auto m = Model::Load(testing::BundledModel("code-target-7m.gguf"));
-  EXPECT_TRUE(m.ok()) << m.status();
+LoadedModel LoadTarget(int threads = 1) {
   BackendOptions o;
   o.threads = threads;
-  auto b = MakeCpuBackend(**m, o);
-  EXPECT_TRUE(b.ok());
-  return {std::move(*m), std::move(*b)};
+  return testing::LoadModel(testing::BundledModel("code-target-7m.gguf"), o);
 }
 
 std::vector<TokenId> Prompt(int n, int salt) {
@@ -105,7 +39,7 @@ std::vector<TokenId> Prompt(int n, int salt) {
 }
 
 TEST(ForwardTest, RaggedBatchMatchesEachAlone) {
-  Loaded l = LoadTarget(2);
+  LoadedModel l = LoadTarget(2);
   const int32_t V = l.model->config.vocab;
   std::vector<std::vector<TokenId>> prompts = {Prompt(7, 1), Prompt(30, 2), Prompt(1, 3), Prompt(13, 4)};
   // Alone: all positions' logits of each prompt.
@@ -138,7 +72,7 @@ TEST(ForwardTest, RaggedBatchMatchesEachAlone) {
 }
 
 TEST(ForwardTest, TruncateIsAnExactRollback) {
-  Loaded l = LoadTarget(1);
+  LoadedModel l = LoadTarget(1);
   const int32_t V = l.model->config.vocab;
   const std::vector<TokenId> tokens = Prompt(60, 9);
   // Decode tokens one at a time from position `from` to `to`, returning the
@@ -174,7 +108,7 @@ TEST(ForwardTest, TruncateIsAnExactRollback) {
 }
 
 TEST(ForwardTest, BadInputIsRefusedAndNothingChanges) {
-  Loaded l = LoadTarget(1);
+  LoadedModel l = LoadTarget(1);
   KvSeq s;
   std::vector<float> lg;
   std::vector<TokenId> bad = {1, 5, 99999};

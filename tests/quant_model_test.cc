@@ -19,6 +19,7 @@
 #include "common/fp16.h"
 #include "common/weights.h"
 #include "tests/gguf_writer.h"
+#include "tests/test_models.h"
 #include "tests/test_paths.h"
 
 namespace specserve {
@@ -33,33 +34,21 @@ constexpr float kLogitTol = 1e-2f;
 // close in our logits (a near-tie that summation order can flip).
 constexpr float kNearTie = 1e-3f;
 
-json LoadGolden() {
-  const std::string p = testing::SharedPath("golden/golden_quant.json");
-  if (p.empty()) return json();
-  std::ifstream in(p);
-  return json::parse(in);
-}
-
 class QuantGoldenTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(QuantGoldenTest, TopLogitsAndGreedyContinuation) {
-  const json golden = LoadGolden();
+  const json golden = testing::LoadJson(testing::SharedPath("golden/golden_quant.json"));
   if (golden.is_null()) GTEST_SKIP() << "../shared/golden/golden_quant.json not present";
   const std::string file = GetParam();
   ASSERT_TRUE(golden["files"].contains(file)) << file;
   const std::string path = testing::SharedPath("models/variants/" + file);
   if (path.empty()) GTEST_SKIP() << file << " not present";
-  auto model = Model::Load(path);
-  ASSERT_TRUE(model.ok()) << model.status();
   BackendOptions opts;
   opts.threads = 2;
-  auto backend = MakeCpuBackend(**model, opts);
-  ASSERT_TRUE(backend.ok()) << backend.status();
-  Backend& b = **backend;
-  const int32_t V = (*model)->config.vocab;
-  auto argmax = [&](const std::vector<float>& l) {
-    return static_cast<TokenId>(std::max_element(l.begin(), l.begin() + V) - l.begin());
-  };
+  testing::LoadedModel l = testing::LoadModel(path, opts);
+  ASSERT_TRUE(l.backend != nullptr);
+  Backend& b = *l.backend;
+  const int32_t V = l.model->config.vocab;
   float worst = 0;
   int ties = 0;
   for (const json& p : golden["files"][file]["prompts"]) {
@@ -67,14 +56,11 @@ TEST_P(QuantGoldenTest, TopLogitsAndGreedyContinuation) {
     KvSeq seq;
     std::vector<float> logits;
     ASSERT_TRUE(b.Forward({ForwardSeq{&seq, ids, 1}}, &logits).ok());
-    for (const json& kv : p["last_logits_top5"]) {
-      const int id = kv[0].get<int>();
-      const float want = kv[1].get<float>();
-      EXPECT_NEAR(logits[id], want, kLogitTol) << file << " prompt " << p["id"] << " token " << id;
-      worst = std::max(worst, std::abs(logits[id] - want));
-    }
+    const testing::LogitError err = testing::ExpectTop5Near(logits, p["last_logits_top5"], kLogitTol, 0.0,
+                                                            absl::StrCat(file, " prompt ", p["id"].dump()));
+    worst = std::max(worst, err.abs);
     const auto want = p["greedy_32"].get<std::vector<TokenId>>();
-    TokenId next = argmax(logits);
+    TokenId next = testing::ArgmaxRow(logits.data(), V);
     for (size_t step = 0; step < want.size(); ++step) {
       if (next != want[step]) {
         // Ours and the reference's choice, compared in our logits.
@@ -94,7 +80,7 @@ TEST_P(QuantGoldenTest, TopLogitsAndGreedyContinuation) {
       }
       TokenId one[1] = {next};
       ASSERT_TRUE(b.Forward({ForwardSeq{&seq, one, 1}}, &logits).ok());
-      next = argmax(logits);
+      next = testing::ArgmaxRow(logits.data(), V);
     }
     b.kv_pool().Release(seq);
   }

@@ -10,56 +10,13 @@
 
 #include "common/rng.h"
 #include "gtest/gtest.h"
+#include "tests/stats.h"
 
 namespace specserve {
 namespace {
 
-// Upper regularized incomplete gamma Q(a, x) (Numerical Recipes 6.2): the
-// chi-square survival function is Q(dof / 2, chi2 / 2).
-double GammaQ(double a, double x) {
-  if (x <= 0.0) return 1.0;
-  const double log_front = -x + a * std::log(x) - std::lgamma(a);
-  if (x < a + 1.0) {  // series for P(a, x)
-    double ap = a, term = 1.0 / a, sum = term;
-    for (int n = 0; n < 10000 && std::abs(term) > std::abs(sum) * 1e-16; ++n) {
-      ap += 1.0;
-      term *= x / ap;
-      sum += term;
-    }
-    return 1.0 - sum * std::exp(log_front);
-  }
-  constexpr double kTiny = 1e-300;  // continued fraction, modified Lentz
-  double b = x + 1.0 - a, c = 1.0 / kTiny, d = 1.0 / b, h = d;
-  for (int i = 1; i < 10000; ++i) {
-    const double an = -i * (i - a);
-    b += 2.0;
-    d = an * d + b;
-    if (std::abs(d) < kTiny) d = kTiny;
-    c = b + an / c;
-    if (std::abs(c) < kTiny) c = kTiny;
-    d = 1.0 / d;
-    const double delta = d * c;
-    h *= delta;
-    if (std::abs(delta - 1.0) < 1e-16) break;
-  }
-  return std::exp(log_front) * h;
-}
-
-// Pearson chi-square p-value of counts against probs (cells with p = 0 must be
-// empty and are checked by the caller).
-double ChiSquarePValue(const std::vector<int64_t>& counts, const std::vector<float>& probs) {
-  int64_t n = 0;
-  for (int64_t c : counts) n += c;
-  double chi2 = 0.0;
-  int cells = 0;
-  for (size_t i = 0; i < counts.size(); ++i) {
-    if (probs[i] <= 0.0f) continue;
-    const double expected = static_cast<double>(n) * probs[i];
-    chi2 += (counts[i] - expected) * (counts[i] - expected) / expected;
-    ++cells;
-  }
-  return cells < 2 ? 1.0 : GammaQ(0.5 * (cells - 1), 0.5 * chi2);
-}
+using testing::ChiSquarePValue;
+using testing::GammaQ;
 
 std::vector<int32_t> Support(const std::vector<float>& probs) {
   std::vector<int32_t> ids;

@@ -2,7 +2,6 @@
 // rollback invariants and leaks, acceptance explained by teacher forcing,
 // and the sampled output's distribution.
 #include <cmath>
-#include <fstream>
 #include <map>
 
 #include <gtest/gtest.h>
@@ -13,27 +12,15 @@
 #include "coordinator/local_engines.h"
 #include "coordinator/ngram_drafter.h"
 #include "draft_service/draft_session.h"
+#include "tests/test_models.h"
 #include "tests/test_paths.h"
 
 namespace specserve {
 namespace {
 
-struct Engine {
-  std::unique_ptr<Model> model;
-  std::unique_ptr<Backend> backend;
-};
+using Engine = testing::LoadedModel;
 
-Engine Load(const std::string& path) {
-  Engine e;
-  auto m = Model::Load(path);
-  EXPECT_TRUE(m.ok()) << m.status();
-  if (!m.ok()) return e;
-  e.model = std::move(*m);
-  auto b = MakeCpuBackend(*e.model, BackendOptions{});
-  EXPECT_TRUE(b.ok()) << b.status();
-  e.backend = std::move(*b);
-  return e;
-}
+Engine Load(const std::string& path) { return testing::LoadModel(path); }
 
 struct Golden {
   std::vector<std::vector<TokenId>> prompts;
@@ -42,10 +29,8 @@ struct Golden {
 
 Golden LoadGolden() {
   Golden g;
-  const std::string p = testing::SharedPath("golden/golden.json");
-  if (p.empty()) return g;
-  std::ifstream in(p);
-  const auto j = nlohmann::json::parse(in);
+  const nlohmann::json j = testing::LoadJson(testing::SharedPath("golden/golden.json"));
+  if (j.is_null()) return g;
   for (const auto& pr : j["prompts"]) {
     g.prompts.push_back(pr["ids"].get<std::vector<TokenId>>());
     for (const auto& [name, ref] : pr["models"].items()) {
@@ -85,8 +70,7 @@ class GreedyIdentity : public ::testing::TestWithParam<std::string> {};
 TEST_P(GreedyIdentity, EqualsPlainGreedyForEveryKAndDrafter) {
   const Golden g = LoadGolden();
   if (g.prompts.empty()) GTEST_SKIP() << "golden.json not present";
-  std::string path = testing::BundledModel(GetParam() + ".gguf");
-  if (!std::ifstream(path).good()) path = testing::SharedPath("models/" + GetParam() + ".gguf");
+  const std::string path = testing::ModelPath(GetParam());
   if (path.empty()) GTEST_SKIP() << GetParam() << " not present";
   Engine target = Load(path);
   Engine draft = Load(testing::BundledModel("code-draft-1m.gguf"));

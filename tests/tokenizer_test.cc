@@ -14,6 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "common/gguf.h"
 #include "common/spm_tokenizer.h"
+#include "tests/test_models.h"
 #include "tests/test_paths.h"
 
 namespace specserve {
@@ -200,12 +201,7 @@ class ModelTokenizer : public ::testing::Test {
   }
   void SetUp() override { ASSERT_NE(tok_, nullptr); }
 
-  static nlohmann::json Golden() {
-    const std::string path = testing::SharedPath("golden/golden.json");
-    if (path.empty()) return nullptr;
-    std::ifstream in(path);
-    return nlohmann::json::parse(in);
-  }
+  static nlohmann::json Golden() { return testing::LoadJson(testing::SharedPath("golden/golden.json")); }
   // Prompts of the eval set ({prompt, ids}); read at test time, never copied.
   static std::vector<nlohmann::json> EvalPrompts() {
     std::vector<nlohmann::json> out;

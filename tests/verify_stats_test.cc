@@ -42,70 +42,14 @@
 #include "common/sampling.h"
 #include "common/verify.h"
 #include "gtest/gtest.h"
+#include "tests/stats.h"
 
 namespace specserve {
 namespace {
 
-// Upper regularized incomplete gamma Q(a, x) (Numerical Recipes 6.2); the
-// chi-square survival function is Q(dof / 2, chi2 / 2).
-double GammaQ(double a, double x) {
-  if (x <= 0.0) return 1.0;
-  const double log_front = -x + a * std::log(x) - std::lgamma(a);
-  if (x < a + 1.0) {
-    double ap = a, term = 1.0 / a, sum = term;
-    for (int n = 0; n < 10000 && std::abs(term) > std::abs(sum) * 1e-16; ++n) {
-      ap += 1.0;
-      term *= x / ap;
-      sum += term;
-    }
-    return 1.0 - sum * std::exp(log_front);
-  }
-  constexpr double kTiny = 1e-300;
-  double b = x + 1.0 - a, c = 1.0 / kTiny, d = 1.0 / b, h = d;
-  for (int i = 1; i < 10000; ++i) {
-    const double an = -i * (i - a);
-    b += 2.0;
-    d = an * d + b;
-    if (std::abs(d) < kTiny) d = kTiny;
-    c = b + an / c;
-    if (std::abs(c) < kTiny) c = kTiny;
-    d = 1.0 / d;
-    const double delta = d * c;
-    h *= delta;
-    if (std::abs(delta - 1.0) < 1e-16) break;
-  }
-  return std::exp(log_front) * h;
-}
-
-// Pearson chi-square p-value; cells of probability 0 are skipped (the caller
-// checks they are empty); cells are pooled, smallest first, to expected >= 5.
-double ChiSquarePValue(const std::vector<int64_t>& counts, const std::vector<double>& probs) {
-  int64_t n = 0;
-  for (int64_t c : counts) n += c;
-  std::vector<std::pair<double, double>> cells;  // (expected, observed)
-  for (size_t i = 0; i < counts.size(); ++i) {
-    if (probs[i] > 0.0) cells.emplace_back(n * probs[i], static_cast<double>(counts[i]));
-  }
-  std::sort(cells.begin(), cells.end());
-  std::vector<std::pair<double, double>> pooled;
-  std::pair<double, double> group{0.0, 0.0};
-  for (const auto& [e, o] : cells) {
-    group.first += e;
-    group.second += o;
-    if (group.first >= 5.0) {
-      pooled.push_back(group);
-      group = {0.0, 0.0};
-    }
-  }
-  if (group.first > 0.0) {
-    if (pooled.empty()) return 1.0;
-    pooled.back().first += group.first;
-    pooled.back().second += group.second;
-  }
-  double chi2 = 0.0;
-  for (const auto& [e, o] : pooled) chi2 += (o - e) * (o - e) / e;
-  return pooled.size() < 2 ? 1.0 : GammaQ(0.5 * (pooled.size() - 1), 0.5 * chi2);
-}
+using testing::FromDense;
+using testing::GammaQ;
+using testing::PooledChiSquarePValue;
 
 struct Config {
   std::string name;
@@ -115,17 +59,6 @@ struct Config {
   std::vector<SparseDist> q;            // [k]
   std::vector<std::vector<float>> p;    // [k + 1][vocab]: TargetDistribution of each row
 };
-
-SparseDist FromDense(const std::vector<float>& p) {
-  SparseDist q;
-  for (size_t i = 0; i < p.size(); ++i) {
-    if (p[i] > 0.0f) {
-      q.ids.push_back(static_cast<int32_t>(i));
-      q.probs.push_back(p[i]);
-    }
-  }
-  return q;
-}
 
 void FinishConfig(Config* c) {
   c->p.resize(c->k + 1);
@@ -252,7 +185,7 @@ Outcome Simulate(const Config& c, const Verifier& verify, int64_t trials, uint64
     for (int64_t x : emitted[j]) total += x;
     if (total < 1000) continue;  // too few rounds reached this position
     if (j >= 1) ++out.later_position_checks;
-    check(ChiSquarePValue(emitted[j], std::vector<double>(c.p[j].begin(), c.p[j].end())),
+    check(PooledChiSquarePValue(emitted[j], std::vector<double>(c.p[j].begin(), c.p[j].end())),
           "position " + std::to_string(j + 1) + (j == k ? " (bonus)" : "") + ", " +
               std::to_string(total) + " samples");
   }
@@ -260,7 +193,7 @@ Outcome Simulate(const Config& c, const Verifier& verify, int64_t trials, uint64
   for (int32_t a = 0; a < v; ++a) {
     for (int32_t b = 0; b < v; ++b) pair_probs[a * v + b] = double(c.p[0][a]) * c.p[1][b];
   }
-  check(ChiSquarePValue(joint, pair_probs), "joint (t1, t2)");
+  check(PooledChiSquarePValue(joint, pair_probs), "joint (t1, t2)");
   // P(accept d_1) = sum_x min(p_0(x), q_1(x)).
   double rate = 0.0;
   for (size_t j = 0; j < c.q[0].ids.size(); ++j) {

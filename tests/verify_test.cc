@@ -9,23 +9,14 @@
 
 #include "common/rng.h"
 #include "gtest/gtest.h"
+#include "tests/stats.h"
 
 namespace specserve {
 namespace {
 
 SparseDist OneHot(int32_t id) { return SparseDist{{id}, {1.0f}}; }
 
-// A dense distribution as the sparse list of its nonzero entries.
-SparseDist FromDense(const std::vector<float>& p) {
-  SparseDist q;
-  for (size_t i = 0; i < p.size(); ++i) {
-    if (p[i] > 0.0f) {
-      q.ids.push_back(static_cast<int32_t>(i));
-      q.probs.push_back(p[i]);
-    }
-  }
-  return q;
-}
+using testing::FromDense;
 
 // Owns the arrays a VerifyInput points to.
 struct Case {

@@ -41,9 +41,28 @@ find_servers() {
   done
 }
 
-free_port() {
-  "$PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+# free_ports N: N distinct free ports, below the ephemeral range (32768+) that
+# outgoing connections draw from (a port from bind(0) may become some
+# connection's source port before the server listens on it).
+free_ports() {
+  "$PYTHON" - "$1" <<'PY'
+import random, socket, sys
+want, found = int(sys.argv[1]), []
+for port in random.sample(range(20000, 32000), 12000):
+    s = socket.socket()
+    try:
+        s.bind(("0.0.0.0", port))
+        found.append(port)
+    except OSError:
+        pass
+    finally:
+        s.close()
+    if len(found) == want:
+        break
+print(" ".join(map(str, found)))
+PY
 }
+free_port() { free_ports 1; }
 
 # start_stack LOGDIR: starts target, draft and coordinator on free loopback
 # ports, waits until the coordinator is SERVING, and sets COORD_ADDR,
@@ -53,8 +72,8 @@ free_port() {
 start_stack() {
   local logs=$1
   mkdir -p "$logs"
-  TARGET_PORT=$(free_port); DRAFT_PORT=$(free_port); COORD_PORT=$(free_port)
-  TARGET_METRICS_PORT=$(free_port); DRAFT_METRICS_PORT=$(free_port); COORD_METRICS_PORT=$(free_port)
+  read -r TARGET_PORT DRAFT_PORT COORD_PORT TARGET_METRICS_PORT DRAFT_METRICS_PORT COORD_METRICS_PORT \
+    <<<"$(free_ports 6)"
   TARGET_ADDR=127.0.0.1:$TARGET_PORT; DRAFT_ADDR=127.0.0.1:$DRAFT_PORT; COORD_ADDR=127.0.0.1:$COORD_PORT
   "$SPECSERVE_BIN/specserve-target" --listen "$TARGET_ADDR" --model "$DEPLOY_ROOT/models/code-target-7m.gguf" \
     --metrics-port "$TARGET_METRICS_PORT" "${TARGET_EXTRA[@]}" >"$logs/target.log" 2>&1 &

@@ -6,11 +6,12 @@
 # Python client get in with a certificate from the CA, and are refused
 # without one, with one from another CA, and in plaintext.
 #
-# Part 2, once the servers have --tls-cert / --tls-key / --tls-ca: the three
-# servers with mTLS between the coordinator and the services; a generation
-# through the coordinator uses the draft model (no fallback), and a client
-# without a valid certificate is refused by the target and the draft.
-# Until then this part is skipped and the script exits 77 (ctest: skipped).
+# Part 2: the three servers with --tls-cert / --tls-key / --tls-ca, mTLS
+# between the coordinator and the services (the coordinator's public port
+# stays plaintext); a generation through the coordinator uses the draft model
+# (no fallback), and a client without a valid certificate is refused by the
+# target and the draft. Servers built without the flags skip this part
+# (exit 77, ctest: skipped).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 find_python
