@@ -15,21 +15,36 @@ void KPolicy::Observe(int32_t k, int32_t accepted, double draft_seconds, double 
   acc_ = acc_ * kDecay + accepted;
   rej_ = rej_ * kDecay + (accepted < k ? 1 : 0);
   const double step = draft_seconds / k;
-  const double w = rounds_ == 0 ? 1.0 : 1.0 - kDecay;
-  draft_step_s_ += w * (step - draft_step_s_);
-  verify_s_ += w * (verify_seconds - verify_s_);
+  draft_step_s_ += (rounds_ == 0 ? 1.0 : 1.0 - kDecay) * (step - draft_step_s_);
+  const double x = k + 1, y = verify_seconds;
+  sw_ = sw_ * kDecay + 1;
+  sx_ = sx_ * kDecay + x;
+  sy_ = sy_ * kDecay + y;
+  sxx_ = sxx_ * kDecay + x * x;
+  sxy_ = sxy_ * kDecay + x * y;
   ++rounds_;
+}
+
+double KPolicy::VerifyCost(int32_t n) const {
+  if (sw_ == 0) return 0;
+  const double mx = sx_ / sw_, my = sy_ / sw_;
+  const double var = sxx_ / sw_ - mx * mx;
+  // Until two different K have been seen the slope is unknown: assume a
+  // quarter of a pass per extra token (between GPU ~0 and CPU ~1), so that
+  // the policy explores instead of locking onto its first K.
+  double slope = var > 1e-9 ? (sxy_ / sw_ - mx * my) / var : 0.25 * my / mx;
+  slope = std::max(0.0, slope);
+  return std::max(1e-9, my + slope * (n - mx));
 }
 
 int32_t KPolicy::Next() const {
   if (!adaptive_ || rounds_ == 0) return k_;
   const double a = std::clamp(acceptance_estimate(), 0.01, 0.995);
-  const double c = verify_s_ > 0 ? draft_step_s_ / verify_s_ : 0.1;
   int32_t best = kMin;
   double best_rate = -1;
   for (int32_t k = kMin; k <= kMax; ++k) {
     const double expected = (1 - std::pow(a, k + 1)) / (1 - a);
-    const double rate = expected / (1 + k * c);
+    const double rate = expected / (VerifyCost(k + 1) + k * draft_step_s_);
     if (rate > best_rate * (1 + 1e-9)) {
       best_rate = rate;
       best = k;

@@ -1,10 +1,13 @@
 // How many tokens to draft each round.
 //
 // With per-token acceptance a, a round of K drafted tokens commits on average
-// E(K) = (1 - a^(K+1)) / (1 - a) tokens (Leviathan et al. 2023, eq. 1) and
-// costs about verify + K * draft_step. Adaptive K picks, every round, the K in
-// [k_min, k_max] that maximises E(K) / (verify + K * draft_step), from running
-// estimates of a and of the two costs.
+// E(K) = (1 - a^(K+1)) / (1 - a) tokens (Leviathan et al. 2023, eq. 1). Its
+// cost is K draft steps plus one verify pass over K + 1 tokens. On a GPU the
+// verify pass costs about the same for any small K (weights dominate); on a
+// CPU it grows with K (arithmetic dominates). So both costs are measured:
+// draft time per step, and verify time fitted as v0 + v1 * (K + 1) by a
+// decayed least-squares line over the rounds seen. Adaptive K picks, every
+// round, the K in [kMin, kMax] maximising E(K) / cost(K).
 #pragma once
 
 #include <cstdint>
@@ -22,6 +25,8 @@ class KPolicy {
   // drafting (all k tokens) and verifying.
   void Observe(int32_t k, int32_t accepted, double draft_seconds, double verify_seconds);
   double acceptance_estimate() const;
+  // Predicted verify seconds for a pass over n tokens (0 before any round).
+  double VerifyCost(int32_t n) const;
 
   static constexpr int32_t kMin = 1;
   static constexpr int32_t kMax = 16;
@@ -33,7 +38,9 @@ class KPolicy {
   // Exponentially decayed counts: accepted tokens and first rejections (the
   // censored-geometric estimate of a is accepted / (accepted + rejections)).
   double acc_ = 3.0, rej_ = 1.0;
-  double draft_step_s_ = 0, verify_s_ = 0;  // decayed means; 0 until observed
+  double draft_step_s_ = 0;  // decayed mean seconds per draft step
+  // Decayed sums for the verify-cost line y = v0 + v1 x, x = tokens in the pass.
+  double sw_ = 0, sx_ = 0, sy_ = 0, sxx_ = 0, sxy_ = 0;
   int64_t rounds_ = 0;
 };
 
