@@ -229,6 +229,22 @@ struct ClusterOptions {
 class Cluster {
  public:
   explicit Cluster(const ClusterOptions& o = {}) {
+    // A server that cannot bind a port it was given (taken by something else
+    // between FreePort and its bind) exits at once: start over on fresh ports.
+    for (int attempt = 0; attempt < 3 && !ready; ++attempt) {
+      if (attempt > 0) {
+        std::fprintf(stderr, "e2e: cluster did not start (attempt %d), retrying on new ports:\n%s\n", attempt,
+                     Logs().c_str());
+        coordinator.reset();
+        draft.reset();
+        target.reset();
+      }
+      Start(o);
+    }
+  }
+
+  // One attempt: three processes on fresh ports; sets `ready`.
+  void Start(const ClusterOptions& o) {
     // Unique per cluster: ctest may run test cases in parallel.
     dir_ = ::testing::TempDir() + "specserve-e2e-" + std::to_string(getpid()) + "-" + std::to_string(FreePort());
     mkdir(dir_.c_str(), 0755);
@@ -270,7 +286,9 @@ class Cluster {
   }
 
   std::string Logs() const {
-    std::string s = target->LogTail() + coordinator->LogTail();
+    std::string s;
+    if (target) s += target->LogTail();
+    if (coordinator) s += coordinator->LogTail();
     if (draft) s += draft->LogTail();
     return s;
   }

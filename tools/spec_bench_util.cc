@@ -74,14 +74,22 @@ absl::Status RunConfig(Backend& target, Backend* draft, DrafterKind kind, KPolic
   for (size_t i = 0; i < prompts.size(); ++i) {
     SessionSpec spec;
     spec.prompt = prompts[i];
-    spec.max_new_tokens = std::min<int32_t>(max_tokens, target.config().n_ctx - static_cast<int32_t>(prompts[i].size()));
+    spec.max_new_tokens = max_tokens;
+    // A prompt that leaves no room for max_tokens keeps its first token (BOS)
+    // and its last n_ctx - max_tokens - 1 tokens.
+    const int64_t room = target.config().n_ctx - static_cast<int64_t>(max_tokens);
+    if (static_cast<int64_t>(spec.prompt.size()) > room && room > 1) {
+      std::vector<TokenId> cut{spec.prompt.front()};
+      cut.insert(cut.end(), spec.prompt.end() - (room - 1), spec.prompt.end());
+      spec.prompt = std::move(cut);
+    }
     spec.target.temperature = temperature;
     spec.target.seed = i;
     spec.draft.temperature = temperature;
     LoopOptions opts;
     opts.k = k;
     opts.overlap = overlap;
-    std::vector<TokenId> seq = prompts[i];
+    std::vector<TokenId> seq = spec.prompt;
     std::vector<int64_t> compared;
     int64_t first_round_tokens = -1;
     opts.on_round = [&](int32_t drafted, int32_t accepted) {

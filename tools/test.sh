@@ -1,17 +1,28 @@
 #!/usr/bin/env bash
-# Sets up, builds and runs every test: the full suite on the normal build,
-# then the GGUF loader's tests again under AddressSanitizer and UBSan.
-# GPU tests skip (and say so) where no GPU is present.
+# Sets up, builds and runs every test:
+#  1. the full suite (unit, golden, statistical, end-to-end, deploy checks) on
+#     a CPU build in build/;
+#  2. where nvcc exists, a CUDA build in build-cuda/ that compiles every
+#     kernel for sm_80 and sm_90 and runs the CUDA tests (they skip, saying
+#     so, where no GPU is present);
+#  3. the GGUF loader and tokenizer tests under AddressSanitizer and UBSan.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash tools/build.sh
+SPECSERVE_CUDA=OFF bash tools/build.sh
 jobs=${JOBS:-$(nproc)}
 (cd build && ctest --output-on-failure -j"$jobs" --timeout 900)
-# Sanitizers: the loader and tokenizer read untrusted bytes.
+
+if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
+  cmake -S . -B build-cuda -G Ninja -DSPECSERVE_CUDA=ON >/dev/null
+  ninja -C build-cuda -j"$jobs"
+  (cd build-cuda && ctest --output-on-failure -j"$jobs" --timeout 900 -R 'Cuda|cuda')
+fi
+
+# Sanitizers: the loader and tokenizers read untrusted bytes.
 cmake -S . -B build-asan -G Ninja -DSPECSERVE_CUDA=OFF -DSPECSERVE_SANITIZE=ON \
   -DCMAKE_BUILD_TYPE=Debug >/dev/null
-ninja -C build-asan -j"$jobs" gguf_test tensor_types_test tokenizer_test
-for t in gguf_test tensor_types_test tokenizer_test; do
+ninja -C build-asan -j"$jobs" gguf_test tensor_types_test tokenizer_test bpe_tokenizer_test
+for t in gguf_test tensor_types_test tokenizer_test bpe_tokenizer_test; do
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ./build-asan/bin/$t --gtest_brief=1
 done
 echo "all tests passed"
