@@ -15,7 +15,8 @@ jobs=${JOBS:-$(nproc)}
 if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
   cmake -S . -B build-cuda -G Ninja -DSPECSERVE_CUDA=ON >/dev/null
   ninja -C build-cuda -j"$jobs"
-  (cd build-cuda && ctest --output-on-failure -j"$jobs" --timeout 900 -R 'Cuda|cuda')
+  # The CUDA tests, and the services built with CUDA end to end.
+  (cd build-cuda && ctest --output-on-failure -j"$jobs" --timeout 900 -R 'Cuda|cuda|GenerationTest')
 fi
 
 # Sanitizers: the loader and tokenizers read untrusted bytes.
