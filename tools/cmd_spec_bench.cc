@@ -95,6 +95,8 @@ absl::Status Run(const CliArgs& args) {
                        {"speedup", r.tokens_per_s() / plain.tokens_per_s()}, {"acceptance_rate", r.acceptance()},
                        {"compared_acceptance", r.compared_acceptance()},
                        {"expected_acceptance", r.explained_n ? nlohmann::json(r.explained()) : nlohmann::json()},
+                       {"expected_acceptance_full_draft_softmax",
+                        r.explained_n && temperature > 0 ? nlohmann::json(r.explained_full()) : nlohmann::json()},
                        {"tokens_per_pass", r.tokens_per_pass()}, {"per_position_acceptance", r.stats_pos_acc},
                        {"overlap", overlap}, {"ahead_hits", r.ahead_hits},
                        {"draft_seconds", r.draft_s}, {"verify_seconds", r.verify_s}, {"total_seconds", r.total_s}});

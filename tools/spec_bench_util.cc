@@ -29,7 +29,7 @@ absl::Status Explain(Backend& target, Backend& draft, const SessionSpec& spec, c
   ASSIGN_OR_RETURN(std::vector<float> tl, AllLogits(target, seq));
   ASSIGN_OR_RETURN(std::vector<float> dl, AllLogits(draft, seq));
   const int32_t V = target.config().vocab;
-  std::vector<float> p;
+  std::vector<float> p, qfull;
   for (int64_t pos : positions) {
     if (pos <= 0 || pos >= static_cast<int64_t>(seq.size())) continue;
     const float* trow = tl.data() + (pos - 1) * V;
@@ -42,6 +42,13 @@ absl::Status Explain(Backend& target, Backend& draft, const SessionSpec& spec, c
       double overlap = 0;
       for (size_t i = 0; i < q.ids.size(); ++i) overlap += std::min(p[q.ids[i]], q.probs[i]);
       out->explained_sum += overlap;
+      // The same with the draft's untruncated softmax: how much the top-N cut costs.
+      SamplingParams full;
+      full.temperature = spec.draft.temperature;
+      TargetDistribution(drow, V, full, &qfull);
+      double overlap_full = 0;
+      for (int32_t x = 0; x < V; ++x) overlap_full += std::min(p[x], qfull[x]);
+      out->explained_full_sum += overlap_full;
     }
     ++out->explained_n;
   }

@@ -26,12 +26,14 @@ struct BenchRun {
   int64_t ahead_hits = 0;  // overlap: rounds drafted during the previous verify
   double explained_sum = 0;  // teacher-forced agreement (T=0) or sum_x min(p,q) (T>0)
   int64_t explained_n = 0;   // positions compared
+  double explained_full_sum = 0;  // T>0: sum_x min(p,q) with q the draft's full softmax (no top-N)
   int64_t compared = 0;      // draft tokens actually compared (up to each round's first miss)
 
   double tokens_per_s() const { return decode_seconds > 0 ? decode_tokens / decode_seconds : 0; }
   double acceptance() const { return drafted ? static_cast<double>(accepted) / drafted : 0; }
   double tokens_per_pass() const { return rounds ? static_cast<double>(generated) / rounds : 0; }
   double explained() const { return explained_n ? explained_sum / explained_n : 0; }
+  double explained_full() const { return explained_n ? explained_full_sum / explained_n : 0; }
   // Acceptance over compared positions: what the teacher-forced figure predicts.
   double compared_acceptance() const { return compared ? static_cast<double>(accepted) / compared : 0; }
 };
