@@ -2,6 +2,8 @@
 
 #include <immintrin.h>
 
+#include "kernels/cpu_exp.h"
+
 #include <algorithm>
 #include <vector>
 
@@ -13,14 +15,7 @@ namespace {
 
 constexpr int kTile = 4;  // weight rows per inner step: x is loaded once per 4 rows
 
-inline float HorizontalSum(__m256 v) {
-  __m128 lo = _mm256_castps256_ps128(v);
-  __m128 hi = _mm256_extractf128_ps(v, 1);
-  lo = _mm_add_ps(lo, hi);
-  lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
-  lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
-  return _mm_cvtss_f32(lo);
-}
+using cpu::HorizontalSum8;
 
 // Loads 8 weights as fp32 from an fp32 or f16 row.
 inline __m256 Load8(const float* p) { return _mm256_loadu_ps(p); }
@@ -69,7 +64,7 @@ void MicroKernel(const W* const* w, const float* x, int64_t ldx, int64_t n, floa
   }
   for (int t = 0; t < NTOK; ++t) {
     for (int j = 0; j < nrows; ++j) {
-      float s = HorizontalSum(acc[t][j]);
+      float s = HorizontalSum8(acc[t][j]);
       for (int64_t k = i; k < n; ++k) s += Widen(w[j][k]) * x[t * ldx + k];
       y[t * ldy + j] = s;
     }

@@ -2,6 +2,8 @@
 
 #include <immintrin.h>
 
+#include "kernels/cpu_exp.h"
+
 #include <algorithm>
 #include <cstring>
 
@@ -16,14 +18,7 @@ constexpr int64_t kBlockBytes = 34;  // block_q8_0: { f16 d; int8 qs[32]; }
 constexpr int kRows = 4;             // weight rows per micro-kernel
 constexpr int kTok = 3;              // tokens per micro-kernel: 12 accumulators
 
-inline float HorizontalSum(__m256 v) {
-  __m128 lo = _mm256_castps256_ps128(v);
-  __m128 hi = _mm256_extractf128_ps(v, 1);
-  lo = _mm_add_ps(lo, hi);
-  lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
-  lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
-  return _mm_cvtss_f32(lo);
-}
+using cpu::HorizontalSum8;
 
 // 8 int8 weights at q, widened to fp32 and times the block scale d.
 inline __m256 Dequant8(const uint8_t* q, __m256 d) {
@@ -58,7 +53,7 @@ void MicroKernel(const uint8_t* const* rows, int nrows, const float* x, int64_t 
     }
   }
   for (int t = 0; t < ntok; ++t) {
-    for (int j = 0; j < nrows; ++j) y[t * ldy + j] = HorizontalSum(acc[t][j]);
+    for (int j = 0; j < nrows; ++j) y[t * ldy + j] = HorizontalSum8(acc[t][j]);
   }
 }
 

@@ -14,10 +14,7 @@ inline float Dot(const float* a, const float* b, int32_t n) {
   __m256 acc = _mm256_setzero_ps();
   int32_t i = 0;
   for (; i + 8 <= n; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc);
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  float r = _mm_cvtss_f32(s);
+  float r = HorizontalSum8(acc);
   for (; i < n; ++i) r += a[i] * b[i];
   return r;
 }

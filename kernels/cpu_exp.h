@@ -30,6 +30,7 @@ inline __m256 Exp8(__m256 x) {
   return _mm256_andnot_ps(under, y);
 }
 
+// The sum of the eight lanes (dot products, softmax denominators).
 inline float HorizontalSum8(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
