@@ -20,6 +20,11 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& addr, int max_byte
   // accept pings this often (rpc/server_runner.cc).
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 20000);
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10000);
+  // A service that starts after the coordinator (or restarts) is reached
+  // within a second, not after gRPC's default backoff of up to 120 s.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 250);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 250);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   return grpc::CreateCustomChannel(addr, rpc::MakeChannelCredentials(tls), args);
 }
 
@@ -70,15 +75,42 @@ absl::StatusOr<std::unique_ptr<Upstreams>> Upstreams::Connect(const Options& opt
   if (!s.ok()) {
     std::fprintf(stderr, "draft at %s not reachable yet (%s); using n-gram drafting until it is\n",
                  opts.draft.c_str(), s.ToString().c_str());
+    Upstreams* self = up.get();
+    up->prober_ = std::thread([self] { self->ProbeDraftUntilDecided(); });
   }
   return up;
+}
+
+Upstreams::~Upstreams() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  stop_cv_.notify_all();
+  if (prober_.joinable()) prober_.join();
+}
+
+void Upstreams::ProbeDraftUntilDecided() {
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (stopping_ || draft_state_ != DraftState::kUnchecked) return;
+    }
+    absl::Status s = CheckDraft(std::chrono::milliseconds(1000), /*wait_for_ready=*/true);
+    if (s.ok()) {
+      std::fprintf(stderr, "draft at %s is answering: speculative decoding with %s\n", opts_.draft.c_str(),
+                   draft_model().c_str());
+      return;
+    }
+    std::unique_lock<std::mutex> lock(mu_);
+    stop_cv_.wait_for(lock, std::chrono::milliseconds(250), [this] { return stopping_; });
+  }
 }
 
 absl::Status Upstreams::CheckDraft(std::chrono::milliseconds timeout, bool wait_for_ready) {
   // Called with mu_ free: the RPC must not hold the lock.
   absl::StatusOr<v1::ModelInfo> info = FetchInfo(*draft_, timeout, wait_for_ready);
   std::lock_guard<std::mutex> lock(mu_);
-  last_check_ = std::chrono::steady_clock::now();
   if (!info.ok()) return info.status();
   absl::StatusOr<std::unique_ptr<Tokenizer>> tok = TokenizerFrom(*info);
   absl::Status same = tok.ok() ? CheckSameVocabulary(**tok, *tokenizer_) : tok.status();
@@ -94,14 +126,8 @@ absl::Status Upstreams::CheckDraft(std::chrono::milliseconds timeout, bool wait_
 }
 
 v1::DraftService::StubInterface* Upstreams::draft() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (draft_state_ == DraftState::kOk) return draft_.get();
-    if (draft_state_ != DraftState::kUnchecked) return nullptr;
-    if (std::chrono::steady_clock::now() - last_check_ < std::chrono::seconds(1)) return nullptr;
-    last_check_ = std::chrono::steady_clock::now();
-  }
-  return CheckDraft(std::chrono::milliseconds(300), /*wait_for_ready=*/false).ok() ? draft_.get() : nullptr;
+  std::lock_guard<std::mutex> lock(mu_);
+  return draft_state_ == DraftState::kOk ? draft_.get() : nullptr;
 }
 
 std::string Upstreams::draft_model() const {

@@ -6,15 +6,18 @@
 // make every proposal meaningless. If the draft answers at start-up with a
 // different vocabulary, start-up fails (a wrong deployment should be loud).
 // If it is not reachable yet, the coordinator serves without it (n-gram
-// drafting, counted as fallbacks) and checks it again, at most once a
-// second, when a request wants it; a mismatch found then refuses the draft
-// for good, with a log line.
+// drafting, counted as fallbacks) while a background thread keeps asking it
+// (every ~250 ms, with short reconnect backoff on the channel), so requests
+// never wait on that check and use the draft as soon as it answers; a
+// mismatch found then refuses the draft for good, with a log line.
 #pragma once
 
 #include <chrono>
 #include <memory>
+#include <condition_variable>
 #include <mutex>
 #include <string>
+#include <thread>
 
 #include <grpcpp/grpcpp.h>
 
@@ -44,6 +47,9 @@ class Upstreams {
   // never answers; INVALID_ARGUMENT for an unusable tokenizer or a draft
   // with another vocabulary.
   static absl::StatusOr<std::unique_ptr<Upstreams>> Connect(const Options& opts);
+  ~Upstreams();
+  Upstreams(const Upstreams&) = delete;
+  Upstreams& operator=(const Upstreams&) = delete;
 
   v1::TargetService::StubInterface* target() { return target_.get(); }
   const v1::ModelInfo& target_info() const { return target_info_; }
@@ -52,7 +58,8 @@ class Upstreams {
   const ModelConfig& config() const { return config_; }
 
   bool draft_configured() const { return draft_ != nullptr; }
-  // The draft stub when it is usable now; nullptr otherwise (see the policy above).
+  // The draft stub when it is usable now; nullptr otherwise (see the policy
+  // above). Never blocks on the network.
   v1::DraftService::StubInterface* draft();
   std::string draft_model() const;
 
@@ -60,6 +67,9 @@ class Upstreams {
   enum class DraftState { kNone, kUnchecked, kOk, kRefused };
   // Asks the draft for its model info and compares vocabularies.
   absl::Status CheckDraft(std::chrono::milliseconds timeout, bool wait_for_ready);
+  // Runs on prober_ while the draft is unchecked.
+  void ProbeDraftUntilDecided();
+  Upstreams() = default;
 
   Options opts_;
   std::unique_ptr<v1::TargetService::Stub> target_;
@@ -71,7 +81,9 @@ class Upstreams {
   mutable std::mutex mu_;
   DraftState draft_state_ = DraftState::kNone;
   std::string draft_model_;
-  std::chrono::steady_clock::time_point last_check_{};
+  bool stopping_ = false;
+  std::condition_variable stop_cv_;
+  std::thread prober_;
 };
 
 }  // namespace specserve

@@ -228,6 +228,36 @@ TEST(E2eFailureTest, DraftDeathMidRequestFallsBackWithIdenticalOutput) {
   EXPECT_TRUE(ServiceIdle(c.target_metrics));
 }
 
+TEST(E2eFailureTest, LateDraftIsUsedOnceItAnswers) {
+  e2e::ClusterOptions o;
+  o.draft_started_later = true;
+  Cluster c(o);
+  ASSERT_TRUE(c.ready) << c.Logs();
+  // No draft yet: exact output through the n-gram fallback.
+  e2e::StreamResult before = e2e::Generate(*c.stub, Request(32));
+  ASSERT_TRUE(before.status.ok()) << before.status.error_message() << c.Logs();
+  EXPECT_EQ(before.ids, Reference(32));
+  EXPECT_EQ(before.final.stats().drafter(), "ngram");
+  EXPECT_EQ(before.final.stats().fallbacks(), 1);
+  // The coordinator keeps probing: it names the draft soon after it starts,
+  // and the next request drafts with it.
+  ASSERT_TRUE(c.StartDraft()) << c.Logs();
+  std::string draft_model;
+  for (int i = 0; i < 100 && draft_model.empty(); ++i) {
+    grpc::ClientContext ctx;
+    v1::GetModelInfoResponse info;
+    ASSERT_TRUE(c.stub->GetModelInfo(&ctx, v1::GetModelInfoRequest(), &info).ok());
+    draft_model = info.draft_model();
+    if (draft_model.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_FALSE(draft_model.empty()) << "the coordinator never picked up the late draft\n" << c.Logs();
+  e2e::StreamResult after = e2e::Generate(*c.stub, Request(32));
+  ASSERT_TRUE(after.status.ok()) << after.status.error_message();
+  EXPECT_EQ(after.ids, Reference(32));
+  EXPECT_EQ(after.final.stats().drafter(), "model");
+  EXPECT_EQ(after.final.stats().fallbacks(), 0);
+}
+
 TEST(E2eFailureTest, SlowDraftFallsBackAfterItsTimeout) {
   Cluster c(Options(true, {}, {"--draft-timeout-ms", "300"}));
   ASSERT_TRUE(c.ready) << c.Logs();

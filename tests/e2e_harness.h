@@ -222,6 +222,9 @@ inline std::vector<TokenId> CachedGreedy(const std::string& model_path, const st
 
 struct ClusterOptions {
   bool draft = true;
+  // The coordinator is told about the draft, but the draft process is only
+  // started by Cluster::StartDraft() (a draft that comes up late).
+  bool draft_started_later = false;
   std::vector<std::string> target_args, draft_args, coordinator_args;
 };
 
@@ -262,7 +265,8 @@ class Cluster {
       std::vector<std::string> dargs = {"--model", testing::BundledModel("code-draft-1m.gguf"), "--listen",
                                         Loopback(draft_port), "--metrics-port", std::to_string(draft_metrics)};
       dargs.insert(dargs.end(), o.draft_args.begin(), o.draft_args.end());
-      draft = std::make_unique<Process>("specserve-draft", dargs, dir + "/draft.log");
+      draft_argv_ = dargs;
+      if (!o.draft_started_later) draft = std::make_unique<Process>("specserve-draft", dargs, dir + "/draft.log");
       cargs.insert(cargs.end(), {"--draft", Loopback(draft_port)});
     }
     coordinator_port = FreePort();
@@ -273,8 +277,14 @@ class Cluster {
     // The draft first, so the coordinator's start-up check finds it.
     if (draft) ready = WaitServing(Loopback(draft_port));
     coordinator = std::make_unique<Process>("specserve-coordinator", cargs, dir + "/coordinator.log");
-    ready = (!draft || ready) && WaitServing(Loopback(target_port)) && WaitServing(Loopback(coordinator_port));
+    ready = (!draft || ready || o.draft_started_later) && WaitServing(Loopback(target_port)) && WaitServing(Loopback(coordinator_port));
     stub = v1::Generation::NewStub(grpc::CreateChannel(Loopback(coordinator_port), grpc::InsecureChannelCredentials()));
+  }
+
+  // With draft_started_later: starts the draft now; true once it is SERVING.
+  bool StartDraft() {
+    draft = std::make_unique<Process>("specserve-draft", draft_argv_, dir_ + "/draft.log");
+    return WaitServing(Loopback(draft_port));
   }
 
   // Stops the processes; keeps their logs only when the test failed.
@@ -301,6 +311,7 @@ class Cluster {
 
  private:
   std::string dir_;
+  std::vector<std::string> draft_argv_;
 };
 
 // A finished streaming call: deltas concatenated, the final message, the status.

@@ -65,7 +65,7 @@ PY
 free_port() { free_ports 1; }
 
 # start_stack LOGDIR: starts target, draft and coordinator on free loopback
-# ports, waits until the coordinator is SERVING, and sets COORD_ADDR,
+# ports, waits until the coordinator is SERVING and uses the draft, and sets COORD_ADDR,
 # TARGET_ADDR, DRAFT_ADDR and *_METRICS_PORT. Extra flags per server come
 # from the arrays TARGET_EXTRA, DRAFT_EXTRA, COORD_EXTRA (e.g. TLS flags);
 # CLIENT_EXTRA is passed to the readiness check.
@@ -90,6 +90,17 @@ start_stack() {
     tail -n 20 "$logs"/*.log >&2
     return 1
   fi
+  # The coordinator serves before it has reached the draft (it falls back to
+  # n-gram drafting meanwhile): wait until it names the draft model.
+  local i
+  for i in $(seq 300); do
+    "$PYTHON" "$CLIENT_PY" info --target "$COORD_ADDR" "${CLIENT_EXTRA[@]}" 2>/dev/null \
+      | grep -q '"draft_model": "[^"]' && return 0
+    sleep 0.2
+  done
+  deploy_log "the coordinator never reached the draft; logs:"
+  tail -n 20 "$logs"/*.log >&2
+  return 1
 }
 
 # Stops what start_stack started (only those processes), SIGTERM first.
