@@ -98,8 +98,12 @@ class CpuBackend final : public Backend {
                              w_.rope_freqs, c_.rope_freq_scale};
     const cpu::RopeParams rk{c_.n_head_kv, c_.head_dim, c_.rope_dim, c_.rope_base, c_.rope_neox,
                              w_.rope_freqs, c_.rope_freq_scale};
-    cpu::Rope(q_.data(), pos_.data(), T_, rq);
-    cpu::Rope(k_.data(), pos_.data(), T_, rk);
+    if (l == 0) {
+      rope_cs_.resize(T_ * c_.rope_dim);
+      cpu::RopeAngles(pos_.data(), T_, rq, rope_cs_.data());
+    }
+    cpu::RopeApply(q_.data(), T_, rq, rope_cs_.data());
+    cpu::RopeApply(k_.data(), T_, rk, rope_cs_.data());
     StoreKv(batch, l);
     Attend(batch, l);
     MatMul(L.wo, attn_.data(), T_, proj_.data(), threads_);
@@ -181,6 +185,7 @@ class CpuBackend final : public Backend {
   std::vector<int32_t> pos_, seq_of_;
   std::vector<int64_t> seq_first_;
   std::vector<float> x_, xn_, q_, k_, v_, attn_, proj_, gate_, up_, hidden_;
+  std::vector<float> rope_cs_;  // [T, rope_dim / 2, 2], computed at layer 0
 };
 
 }  // namespace

@@ -71,6 +71,46 @@ void MicroKernel(const W* const* w, const float* x, int64_t ldx, int64_t n, floa
   }
 }
 
+// One token (decode): 4 rows give only 4 dependent FMA chains, half what two
+// FMA pipes with a 4-cycle latency need, so one token takes 8 rows at a time.
+// Each row's sum runs in the same order as in MicroKernel (8-wide chunks in
+// sequence, then the scalar tail), so a token's logits have the same bits
+// whatever the batch it is in.
+constexpr int kTile1 = 8;
+constexpr int64_t kMatVecCacheBytes = 512 << 10;
+
+template <typename W>
+void MicroKernel1(const W* const* w, const float* x, int64_t n, float* y, int nrows, const W* ahead) {
+  __m256 acc[kTile1];
+  for (int j = 0; j < kTile1; ++j) acc[j] = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    if (ahead != nullptr) {
+      const char* next = reinterpret_cast<const char*>(ahead + kTile1 * i);
+      for (size_t b = 0; b < kTile1 * 8 * sizeof(W); b += 64) _mm_prefetch(next + b, _MM_HINT_T0);
+    }
+    const __m256 xv = _mm256_loadu_ps(x + i);
+    for (int j = 0; j < kTile1; ++j) acc[j] = _mm256_fmadd_ps(Load8(w[j] + i), xv, acc[j]);
+  }
+  for (int j = 0; j < nrows; ++j) {
+    float s = HorizontalSum8(acc[j]);
+    for (int64_t k = i; k < n; ++k) s += Widen(w[j][k]) * x[k];
+    y[j] = s;
+  }
+}
+
+// One token against rows [r0, r1) of fp32 or f16 weights read in place.
+template <typename W>
+void MatVecRows(const MatrixView& w, const float* x, float* y, int64_t r0, int64_t r1) {
+  for (int64_t r = r0; r < r1; r += kTile1) {
+    const int nrows = static_cast<int>(std::min<int64_t>(kTile1, r1 - r));
+    const W* rows[kTile1];
+    for (int j = 0; j < kTile1; ++j) rows[j] = reinterpret_cast<const W*>(w.row(r + (j < nrows ? j : 0)));
+    const W* ahead = r + 3 * kTile1 <= r1 ? reinterpret_cast<const W*>(w.row(r + 2 * kTile1)) : nullptr;
+    MicroKernel1(rows, x, w.cols, y + r, nrows, ahead);
+  }
+}
+
 // rows[0..nrows) are real; missing rows of a short last tile repeat row 0
 // (computed, never stored) so the kernel has no per-row branches.
 template <typename W>
@@ -94,6 +134,13 @@ void MatMulRows(const MatrixView& w, const float* x, int64_t T, float* y, int64_
   // Q8_0 blocks are widened in registers for up to 3 tokens (one pass over
   // the weights, common/cpu_quant_dot.h); more tokens amortise a widened tile.
   if (w.type == GgmlType::kQ8_0 && T <= 3) return MatMulQ8_0Rows(w, x, T, y, r0, r1);
+  // One token: 8 rows at a time while the matrix sits in L2 (the FMA chains
+  // are the limit); a matrix streamed from L3 or DRAM is limited by memory,
+  // where 4-row tiles measured faster (code-target-14m decode).
+  if (T == 1 && w.rows * static_cast<int64_t>(w.row_bytes) <= kMatVecCacheBytes) {
+    if (w.type == GgmlType::kF16) return MatVecRows<uint16_t>(w, x, y, r0, r1);
+    if (w.type == GgmlType::kF32) return MatVecRows<float>(w, x, y, r0, r1);
+  }
   const int64_t n = w.cols;
   // f16 rows are widened on the fly while T is small (decode, verify: the
   // weights dominate); for long prefills and quantized blocks a tile of rows

@@ -19,29 +19,98 @@ inline float Dot(const float* a, const float* b, int32_t n) {
   return r;
 }
 
-// acc[c] += sum_i w[i] * rows[i * stride + 8c .. 8c+8) for NC chunks, the NC
-// accumulators in registers (NC <= 8).
-template <int NC>
-void WeightedRows(const float* w, const float* rows, int64_t stride, int32_t n, float* acc) {
-  __m256 r[NC];
-  for (int c = 0; c < NC; ++c) r[c] = _mm256_loadu_ps(acc + 8 * c);
-  for (int32_t i = 0; i < n; ++i) {
-    const __m256 wi = _mm256_set1_ps(w[i]);
-    const float* row = rows + i * stride;
-    for (int c = 0; c < NC; ++c) r[c] = _mm256_fmadd_ps(wi, _mm256_loadu_ps(row + 8 * c), r[c]);
+// Eight dot products of q with key rows k + i * stride (i < 8), hd a multiple
+// of 8: eight independent FMA chains (no horizontal sum per key), then one
+// transpose-and-add of the eight accumulators into a vector of eight scores.
+inline __m256 Dot8Keys(const float* q, const float* k, int64_t stride, int32_t hd) {
+  __m256 a[8];
+  for (int r = 0; r < 8; ++r) a[r] = _mm256_setzero_ps();
+  for (int32_t d = 0; d < hd; d += 8) {
+    const __m256 qv = _mm256_loadu_ps(q + d);
+    for (int r = 0; r < 8; ++r) a[r] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k + r * stride + d), a[r]);
   }
-  for (int c = 0; c < NC; ++c) _mm256_storeu_ps(acc + 8 * c, r[c]);
+  // hadd pairs lanes within each 128-bit half: after two rounds u0 holds the
+  // half-sums of rows 0-3 (low half of each row in lanes 0-3, high in 4-7).
+  const __m256 u0 = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
+  const __m256 u1 = _mm256_hadd_ps(_mm256_hadd_ps(a[4], a[5]), _mm256_hadd_ps(a[6], a[7]));
+  return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
 }
 
-using WeightedRowsFn = void (*)(const float*, const float*, int64_t, int32_t, float*);
-constexpr WeightedRowsFn kWeightedRows[9] = {nullptr,          WeightedRows<1>, WeightedRows<2>,
-                                             WeightedRows<3>, WeightedRows<4>, WeightedRows<5>,
-                                             WeightedRows<6>, WeightedRows<7>, WeightedRows<8>};
+// s[i] = scale * q . k_i for the n key rows k + i * stride.
+void Scores(const float* q, const float* k, int64_t stride, int32_t hd, int32_t n, float scale, float* s) {
+  int32_t i = 0;
+  if (hd % 8 == 0) {
+    const __m256 sv = _mm256_set1_ps(scale);
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(s + i, _mm256_mul_ps(Dot8Keys(q, k + i * stride, stride, hd), sv));
+  }
+  for (; i < n; ++i) s[i] = Dot(q, k + i * stride, hd) * scale;
+}
+
+// For NQ queries q over the same n rows: acc[q][8c .. 8c+8) += sum_i
+// w[q][i] * rows[i * stride + 8c .. 8c+8), c < NC, all NQ * NC accumulators
+// in registers (<= 12 of the 16 ymm). Each row chunk is loaded once for the
+// NQ queries, and NQ * NC independent FMA chains keep both FMA pipes busy.
+// Every query's sum runs over the rows in order whatever NQ is (same bits).
+template <int NQ, int NC>
+void WeightedRows(const float* const* w, const float* rows, int64_t stride, int32_t n, float* const* acc) {
+  static_assert(NQ * NC <= 12);
+  __m256 r[NQ][NC];
+  for (int q = 0; q < NQ; ++q)
+    for (int c = 0; c < NC; ++c) r[q][c] = _mm256_loadu_ps(acc[q] + 8 * c);
+  for (int32_t i = 0; i < n; ++i) {
+    __m256 wi[NQ];
+    for (int q = 0; q < NQ; ++q) wi[q] = _mm256_set1_ps(w[q][i]);
+    const float* row = rows + i * stride;
+    for (int c = 0; c < NC; ++c) {
+      const __m256 v = _mm256_loadu_ps(row + 8 * c);
+      for (int q = 0; q < NQ; ++q) r[q][c] = _mm256_fmadd_ps(wi[q], v, r[q][c]);
+    }
+  }
+  for (int q = 0; q < NQ; ++q)
+    for (int c = 0; c < NC; ++c) _mm256_storeu_ps(acc[q] + 8 * c, r[q][c]);
+}
+
+using WeightedRowsFn = void (*)(const float* const*, const float*, int64_t, int32_t, float* const*);
+constexpr int kMaxQueries = 3;
+// kWeightedRows[NQ - 1][NC - 1]; NC up to kMaxChunks[NQ - 1].
+constexpr int kMaxChunks[kMaxQueries] = {8, 6, 4};
+constexpr WeightedRowsFn kWeightedRows[kMaxQueries][8] = {
+    {WeightedRows<1, 1>, WeightedRows<1, 2>, WeightedRows<1, 3>, WeightedRows<1, 4>, WeightedRows<1, 5>,
+     WeightedRows<1, 6>, WeightedRows<1, 7>, WeightedRows<1, 8>},
+    {WeightedRows<2, 1>, WeightedRows<2, 2>, WeightedRows<2, 3>, WeightedRows<2, 4>, WeightedRows<2, 5>,
+     WeightedRows<2, 6>, nullptr, nullptr},
+    {WeightedRows<3, 1>, WeightedRows<3, 2>, WeightedRows<3, 3>, WeightedRows<3, 4>, nullptr, nullptr, nullptr,
+     nullptr}};
+
+// out[q][d] += sum_i w[q][i] * rows[i * stride + d] for d < hd, NQ <= 3 queries.
+void AccumulateValues(int nq, const float* const* w, const float* rows, int64_t stride, int32_t n, int32_t hd,
+                      float* const* out) {
+  int32_t d = 0;
+  for (; d + 8 <= hd;) {
+    const int nc = std::min(kMaxChunks[nq - 1], (hd - d) / 8);
+    float* o[kMaxQueries];
+    for (int q = 0; q < nq; ++q) o[q] = out[q] + d;
+    kWeightedRows[nq - 1][nc - 1](w, rows + d, stride, n, o);
+    d += 8 * nc;
+  }
+  for (; d < hd; ++d) {
+    for (int q = 0; q < nq; ++q) {
+      for (int32_t i = 0; i < n; ++i) out[q][d] += w[q][i] * rows[i * stride + d];
+    }
+  }
+}
 
 // In place: s[i] = exp(s[i] - max(s)) / sum; returns nothing, s has n entries.
 void Softmax(float* s, int32_t n) {
-  float m = -INFINITY;
-  for (int32_t i = 0; i < n; ++i) m = std::max(m, s[i]);
+  // The max in eight lanes (a scalar max is one long dependency chain).
+  __m256 m8 = _mm256_set1_ps(-INFINITY);
+  int32_t k = 0;
+  for (; k + 8 <= n; k += 8) m8 = _mm256_max_ps(m8, _mm256_loadu_ps(s + k));
+  __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m8), _mm256_extractf128_ps(m8, 1));
+  m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+  m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+  float m = _mm_cvtss_f32(m4);
+  for (; k < n; ++k) m = std::max(m, s[k]);
   const __m256 mv = _mm256_set1_ps(m);
   __m256 sum = _mm256_setzero_ps();
   int32_t i = 0;
@@ -89,7 +158,7 @@ void PagedAttention(const PagedAttentionArgs& a, int64_t begin, int64_t end, flo
           const int32_t nj = std::min(n, keys(j) - p0);
           const float* qj = query(j);
           float* sj = scratch + static_cast<int64_t>(j) * stride + p0;
-          for (int32_t i = 0; i < nj; ++i) sj[i] = Dot(qj, kb + i * kv_dim, hd) * a.scale;
+          if (nj > 0) Scores(qj, kb, kv_dim, hd, nj, a.scale, sj);
         }
       }
       for (int32_t j = 0; j < nq; ++j) {
@@ -101,20 +170,21 @@ void PagedAttention(const PagedAttentionArgs& a, int64_t begin, int64_t end, flo
       for (int32_t p0 = 0, b = 0; p0 < stride; p0 += bs, ++b) {
         const float* vb = block_base(a.v_cache, b);
         const int32_t n = std::min(bs, stride - p0);
-        for (int32_t j = 0; j < nq; ++j) {
+        for (int32_t j = 0; j < nq;) {
           const int32_t nj = std::min(n, keys(j) - p0);
-          if (nj <= 0) continue;
-          const float* w = scratch + static_cast<int64_t>(j) * stride + p0;
-          float* o = a.out + ((t0 + j / group) * a.n_head + kvh * group + j % group) * hd;
-          int32_t d = 0;
-          for (; d + 8 <= hd; ) {
-            const int nc = std::min(8, (hd - d) / 8);
-            kWeightedRows[nc](w, vb + d, kv_dim, nj, o + d);
-            d += 8 * nc;
+          // Up to three queries that see the same keys share each row load.
+          int nqs = 1;
+          while (nqs < kMaxQueries && j + nqs < nq && std::min(n, keys(j + nqs) - p0) == nj) ++nqs;
+          if (nj > 0) {
+            const float* w[kMaxQueries];
+            float* o[kMaxQueries];
+            for (int q = 0; q < nqs; ++q) {
+              w[q] = scratch + static_cast<int64_t>(j + q) * stride + p0;
+              o[q] = a.out + ((t0 + (j + q) / group) * a.n_head + kvh * group + (j + q) % group) * hd;
+            }
+            AccumulateValues(nqs, w, vb, kv_dim, nj, hd, o);
           }
-          for (; d < hd; ++d) {
-            for (int32_t i = 0; i < nj; ++i) o[d] += w[i] * vb[i * kv_dim + d];
-          }
+          j += nqs;
         }
       }
     }

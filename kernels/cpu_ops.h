@@ -26,6 +26,11 @@ struct RopeParams {
 };
 // Rotates x [T, n_heads * head_dim] in place; positions: [T].
 void Rope(float* x, const int32_t* positions, int64_t T, const RopeParams& p);
+// The same in two steps, so that one forward pass computes the angles once
+// for every layer, queries and keys alike (n_heads is not used by the first):
+// cs: [T, rope_dim / 2, 2] = (cos theta, sin theta) per token and frequency.
+void RopeAngles(const int32_t* positions, int64_t T, const RopeParams& p, float* cs);
+void RopeApply(float* x, int64_t T, const RopeParams& p, const float* cs);
 
 // out[t, i] = silu(gate[t, i]) * up[t, i]                 [T, n]
 void SwiGlu(const float* gate, const float* up, float* out, int64_t n_total);

@@ -71,6 +71,39 @@ TEST(ForwardTest, RaggedBatchMatchesEachAlone) {
   EXPECT_EQ(l.backend->kv_pool().used_blocks(), 0);
 }
 
+// Batch invariance: a verify pass of T tokens gives each position the same
+// logits, bit for bit, as decoding them one at a time. Greedy speculative
+// output then equals plain greedy output even where two logits nearly tie.
+TEST(ForwardTest, VerifyPassLogitsHaveTheBitsOfOneTokenDecoding) {
+  for (int threads : {1, 2}) {
+    LoadedModel l = LoadTarget(threads);
+    const int32_t V = l.model->config.vocab;
+    const std::vector<TokenId> tokens = Prompt(80, 5);
+    constexpr int kPrompt = 37;
+    KvSeq one;
+    std::vector<float> lg, want;
+    ASSERT_TRUE(l.backend->Forward({ForwardSeq{&one, {tokens.data(), kPrompt}, 1}}, &lg).ok());
+    for (int i = kPrompt; i < 80; ++i) {
+      ASSERT_TRUE(l.backend->Forward({ForwardSeq{&one, {&tokens[i], 1}, 1}}, &lg).ok());
+      want.insert(want.end(), lg.begin(), lg.end());
+    }
+    // The same 43 tokens in passes of 2, 3, 4, 5, 6, 7, 9 and 7 tokens.
+    KvSeq many;
+    ASSERT_TRUE(l.backend->Forward({ForwardSeq{&many, {tokens.data(), kPrompt}, 1}}, &lg).ok());
+    int pos = kPrompt;
+    for (int T : {2, 3, 4, 5, 6, 7, 9, 7}) {
+      ASSERT_TRUE(l.backend->Forward({ForwardSeq{&many, {&tokens[pos], static_cast<size_t>(T)}, T}}, &lg).ok());
+      for (int64_t i = 0; i < int64_t{T} * V; ++i) {
+        ASSERT_EQ(lg[i], want[(pos - kPrompt) * int64_t{V} + i])
+            << "threads " << threads << ", pass of " << T << " at position " << pos + i / V;
+      }
+      pos += T;
+    }
+    ASSERT_EQ(pos, 80);
+    for (KvSeq* k : {&one, &many}) l.backend->kv_pool().Release(*k);
+  }
+}
+
 TEST(ForwardTest, TruncateIsAnExactRollback) {
   LoadedModel l = LoadTarget(1);
   const int32_t V = l.model->config.vocab;

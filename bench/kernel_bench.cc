@@ -1,0 +1,112 @@
+// Kernel microbenchmarks (Google Benchmark): the CPU matmul at the verify
+// shapes of code-target-7m (one FFN matrix, 768 x 288, f16 and f32; the
+// lm_head, 4096 x 288) for T = 1..17 tokens, and paged attention at a depth
+// of 430. Prints Google Benchmark's table; --benchmark_format=json for JSON.
+// A benchmark, not a test: it asserts nothing.
+//
+//   build/bin/specserve-kernel-bench --benchmark_filter=MatMul
+#include <benchmark/benchmark.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "common/cpu_matmul.h"
+#include "common/fp16.h"
+#include "kernels/cpu_attention.h"
+
+namespace specserve {
+namespace {
+
+struct Matrix {
+  std::vector<uint8_t> bytes;
+  MatrixView view;
+};
+
+Matrix RandomMatrix(GgmlType type, int64_t rows, int64_t cols) {
+  std::mt19937 rng(1);
+  std::normal_distribution<float> dist(0.f, 0.05f);
+  Matrix m;
+  const size_t elem = type == GgmlType::kF16 ? 2 : 4;
+  m.bytes.resize(rows * cols * elem);
+  for (int64_t i = 0; i < rows * cols; ++i) {
+    const float v = dist(rng);
+    if (type == GgmlType::kF16) {
+      const uint16_t h = F32ToF16(v);
+      std::memcpy(m.bytes.data() + 2 * i, &h, 2);
+    } else {
+      std::memcpy(m.bytes.data() + 4 * i, &v, 4);
+    }
+  }
+  m.view = MatrixView{type, m.bytes.data(), rows, cols, static_cast<uint64_t>(cols * elem)};
+  return m;
+}
+
+// Args: {T, rows, cols, f16?}
+void BM_MatMul(benchmark::State& state) {
+  const int64_t T = state.range(0), rows = state.range(1), cols = state.range(2);
+  const Matrix w = RandomMatrix(state.range(3) ? GgmlType::kF16 : GgmlType::kF32, rows, cols);
+  std::vector<float> x(T * cols, 0.5f), y(T * rows);
+  ThreadPool pool(1);
+  for (auto _ : state) {
+    MatMul(w.view, x.data(), T, y.data(), pool);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["GMAC/s"] = benchmark::Counter(static_cast<double>(T * rows * cols) * state.iterations(),
+                                                benchmark::Counter::kIsRate);
+  state.counters["us/token"] = benchmark::Counter(static_cast<double>(T) * state.iterations(),
+                                                  benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_MatMul)
+    ->ArgNames({"T", "rows", "cols", "f16"})
+    ->ArgsProduct({{1, 2, 3, 4, 5, 6, 9, 17}, {768}, {288}, {1, 0}})
+    ->ArgsProduct({{1, 3, 5, 9}, {4096}, {288}, {1}})
+    ->Unit(benchmark::kMicrosecond);
+
+// Args: {T, depth}: T new tokens after `depth` cached ones, 6 query heads
+// over 2 KV heads of 48 (code-target-7m), 16-token blocks.
+void BM_PagedAttention(benchmark::State& state) {
+  const int32_t T = static_cast<int32_t>(state.range(0)), depth = static_cast<int32_t>(state.range(1));
+  constexpr int32_t kHeads = 6, kKvHeads = 2, kHeadDim = 48, kBlock = 16;
+  const int32_t len = depth + T, blocks = (len + kBlock - 1) / kBlock;
+  std::mt19937 rng(2);
+  std::normal_distribution<float> dist(0.f, 1.f);
+  std::vector<float> k(blocks * kBlock * kKvHeads * kHeadDim), v(k.size()), q(T * kHeads * kHeadDim),
+      out(q.size());
+  for (float& f : k) f = dist(rng);
+  for (float& f : v) f = dist(rng);
+  for (float& f : q) f = dist(rng);
+  std::vector<int32_t> table(blocks), positions(T);
+  for (int32_t b = 0; b < blocks; ++b) table[b] = b;
+  for (int32_t t = 0; t < T; ++t) positions[t] = depth + t;
+  cpu::PagedAttentionArgs a;
+  a.q = q.data();
+  a.k_cache = k.data();
+  a.v_cache = v.data();
+  a.out = out.data();
+  a.block_table = table.data();
+  a.positions = positions.data();
+  a.T = T;
+  a.n_head = kHeads;
+  a.n_head_kv = kKvHeads;
+  a.head_dim = kHeadDim;
+  a.block_size = kBlock;
+  a.scale = 1.f / std::sqrt(static_cast<float>(kHeadDim));
+  std::vector<float> scratch(cpu::PagedAttentionScratch(a));
+  for (auto _ : state) {
+    cpu::PagedAttention(a, 0, kKvHeads, scratch.data());
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["us/token"] = benchmark::Counter(static_cast<double>(T) * state.iterations(),
+                                                  benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_PagedAttention)
+    ->ArgNames({"T", "depth"})
+    ->ArgsProduct({{1, 3, 5, 9}, {430}})
+    ->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+}  // namespace specserve
+
+BENCHMARK_MAIN();
