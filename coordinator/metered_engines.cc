@@ -36,13 +36,19 @@ absl::StatusOr<RoundResult> MeteredVerifier::Verify(int64_t round, const Proposa
   const auto t0 = Clock::now();
   absl::StatusOr<RoundResult> r = inner_->Verify(round, p);
   const double wall = Since(t0);
-  if (r.ok() && meter_->metrics) {
-    CoordinatorMetrics& m = *meter_->metrics;
+  if (r.ok()) {
     const double verify = std::min(wall, r->compute_seconds);
-    m.ObserveRound(meter_->drafter, static_cast<int>(p.tokens.size()), r->accepted);
-    m.round_verify.Observe(verify);
-    if (meter_->drafted) m.round_draft.Observe(meter_->draft_seconds);
-    m.round_network.Observe(meter_->draft_network_seconds + (wall - verify));
+    const double network = meter_->draft_network_seconds + (wall - verify);
+    meter_->total_draft_seconds += meter_->draft_seconds;
+    meter_->total_verify_seconds += verify;
+    meter_->total_network_seconds += network;
+    if (meter_->metrics) {
+      CoordinatorMetrics& m = *meter_->metrics;
+      m.ObserveRound(meter_->drafter, static_cast<int>(p.tokens.size()), r->accepted);
+      m.round_verify.Observe(verify);
+      if (meter_->drafted) m.round_draft.Observe(meter_->draft_seconds);
+      m.round_network.Observe(network);
+    }
   }
   meter_->drafter = "none";
   meter_->drafted = false;

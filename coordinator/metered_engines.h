@@ -27,6 +27,10 @@ struct RoundMeter {
   bool drafted = false;
   // Why the last drafter failed ("open_error", "propose_error"): the fallback's label.
   std::string failure = "propose_error";
+  // Sums over the request's verified rounds (GenerationStats).
+  double total_draft_seconds = 0;
+  double total_verify_seconds = 0;
+  double total_network_seconds = 0;
 };
 
 class MeteredDrafter final : public Drafter {

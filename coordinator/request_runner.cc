@@ -189,6 +189,9 @@ absl::StatusOr<v1::Final> RunGeneration(const v1::GenerateRequest& req, const Co
   stats.set_fallbacks(fallbacks + ls->fallbacks);
   stats.set_last_k(ls->last_k);
   stats.set_ahead_hits(ls->ahead_hits);
+  stats.set_draft_seconds(meter.total_draft_seconds);
+  stats.set_verify_seconds(meter.total_verify_seconds);
+  stats.set_network_seconds(meter.total_network_seconds);
   *final.mutable_stats() = stats;
   return final;
 }

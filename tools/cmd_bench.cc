@@ -49,7 +49,7 @@ absl::StatusOr<Row> Measure(const std::string& path, int threads, int prompt_len
   BackendOptions o;
   o.threads = threads;
   ASSIGN_OR_RETURN(auto b, MakeCpuBackend(*model, o));
-  Row r{model->config.name.empty() ? path : model->config.name, threads, 0, 0, 0, 0};
+  Row r{model->config.name.empty() ? path : model->config.name, threads, 0, 0, 0, 0, {}};
   std::vector<TokenId> prompt{1};
   for (int i = 1; i < std::max(prompt_len, depth); ++i) prompt.push_back(100 + (i * 37) % 3000);
   std::vector<float> logits;

@@ -9,5 +9,7 @@ int Tokenize(int argc, char** argv);
 int Inspect(int argc, char** argv);
 int Bench(int argc, char** argv);
 int SpecBench(int argc, char** argv);
+int Client(int argc, char** argv);
+int ServeBench(int argc, char** argv);
 
 }  // namespace specserve::cli

@@ -2,7 +2,9 @@
 # The main job on a fresh machine: set up, build, then run the local demo on
 # the bundled models (CPU): the target service, the draft service and the
 # coordinator as three processes on loopback, one streamed request through
-# them, and the acceptance figures from the coordinator's metrics endpoint.
+# them, a few prompts comparing speculative and plain decoding through the
+# same services, and the acceptance figures from the coordinator's metrics
+# endpoint.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SPECSERVE_CUDA=${SPECSERVE_CUDA:-OFF} bash tools/build.sh
@@ -31,6 +33,9 @@ echo "== target, draft and coordinator starting on loopback (logs in $logs) =="
 py=/usr/bin/python3; [ -x "$py" ] || py=python3
 "$py" clients/python/specserve_client.py generate --target 127.0.0.1:50051 --wait-ready 60 \
   --max-tokens 200 --adaptive-k --stats --prompt "$prompt"
+echo
+echo "== a few prompts through the services: speculative vs plain decoding (and vs the same loop in process) =="
+"$bin/specserve" serve-bench --coordinator 127.0.0.1:50051 --limit 4 --max-tokens 128 --temperatures 0
 echo
 echo "== coordinator metrics (http://127.0.0.1:9101/metrics) =="
 curl -s http://127.0.0.1:9101/metrics | grep -E '^specserve_(draft_tokens_(proposed|accepted)_total|generated_tokens_total|requests_total)' || true

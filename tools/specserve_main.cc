@@ -15,7 +15,9 @@ constexpr char kUsage[] =
     "  tokenize    print the token ids of the text on stdin\n"
     "  inspect     print a GGUF file's metadata, tensors and parameter count\n"
     "  bench       prefill and decode speed of the bundled models\n"
-    "  spec-bench  speculative decoding figures over a prompt file\n";
+    "  spec-bench  speculative decoding figures over a prompt file\n"
+    "  client      stream one request from a running coordinator\n"
+    "  serve-bench the three-process deployment against plain and in-process decoding\n";
 
 }  // namespace
 
@@ -30,6 +32,8 @@ int main(int argc, char** argv) {
   if (cmd == "inspect") return specserve::cli::Inspect(argc, argv);
   if (cmd == "bench") return specserve::cli::Bench(argc, argv);
   if (cmd == "spec-bench") return specserve::cli::SpecBench(argc, argv);
+  if (cmd == "client") return specserve::cli::Client(argc, argv);
+  if (cmd == "serve-bench") return specserve::cli::ServeBench(argc, argv);
   std::fprintf(stderr, "specserve: unknown command '%s'\n\n%s", cmd.c_str(), kUsage);
   return 2;
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The Python client (clients/python) against the real servers: starts
+# The Python client (clients/python) and `specserve client` against the real servers: starts
 # specserve-target, specserve-draft and specserve-coordinator on loopback with
 # the bundled models, streams generations through the coordinator and checks
 # what comes back; also checks specserve-health-probe where it is built.
@@ -102,6 +102,31 @@ if [ -x "$probe" ]; then
   [ "$rc" -eq 2 ] || fail "health probe on a closed port: rc $rc, want 2"
 else
   deploy_log "specserve-health-probe not built: probe checks skipped"
+fi
+
+# 7. The C++ client (`specserve client`): the prompt and the same greedy text
+#    on stdout, the request's statistics on stderr; a server-side refusal is
+#    exit code 1 with the status.
+cli=$SPECSERVE_BIN/specserve
+if [ -x "$cli" ]; then
+  "$cli" client --coordinator "$COORD_ADDR" --prompt "$prompt" --max-tokens 48 --k 4 >"$work/cli.txt" 2>"$work/cli.err" \
+    || fail "specserve client: $(cat "$work/cli.err")"
+  "$PYTHON" - "$work" "$prompt" <<'EOF' || fail "specserve client output"
+import json, sys
+printed = open(sys.argv[1] + "/cli.txt").read()
+want = json.load(open(sys.argv[1] + "/spec.json"))["text"]
+assert printed == sys.argv[2] + want + "\n", (printed, want)
+err = open(sys.argv[1] + "/cli.err").read()
+assert "drafter model" in err and "accepted" in err and "network" in err, err
+EOF
+  set +e
+  "$cli" client --coordinator "$COORD_ADDR" --prompt "" >/dev/null 2>"$work/cli-bad.err"
+  rc=$?
+  set -e
+  [ "$rc" -eq 1 ] && grep -q "INVALID_ARGUMENT: empty prompt" "$work/cli-bad.err" \
+    || fail "specserve client, empty prompt: rc $rc, $(cat "$work/cli-bad.err")"
+else
+  deploy_log "specserve CLI not built: client checks skipped"
 fi
 
 deploy_log "python client test passed"

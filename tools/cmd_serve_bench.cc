@@ -1,0 +1,206 @@
+// `specserve serve-bench`: the three-process deployment against plain
+// decoding through the same services and against the in-process loop on the
+// same model files. For each temperature it sends every prompt (as token ids)
+// to a running coordinator with the model drafter and with none, runs the
+// same prompts in process, and prints decode tokens/s, the speedups, the
+// acceptance and where the rounds' time went (draft, verify, network).
+// A benchmark, not a test: it prints a table and, with --json, JSON.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "common/cli_args.h"
+#include "common/status_macros.h"
+#include "common/thread_pool.h"
+#include "rpc/status_convert.h"
+#include "tools/commands.h"
+#include "tools/coordinator_client.h"
+#include "tools/spec_bench_util.h"
+
+namespace specserve::cli {
+namespace {
+
+struct Row {
+  std::string where, drafter;
+  double temperature = 0;
+  int32_t k = 0;  // -1: adaptive
+  double decode_tokens = 0, decode_seconds = 0;
+  int64_t tokens = 0, rounds = 0, drafted = 0, accepted = 0;
+  double draft_s = 0, verify_s = 0, network_s = 0;
+
+  double tokens_per_s() const { return decode_seconds > 0 ? decode_tokens / decode_seconds : 0; }
+  double acceptance() const { return drafted ? static_cast<double>(accepted) / drafted : 0; }
+  double share(double x) const {
+    const double round = draft_s + verify_s + network_s;
+    return round > 0 ? x / round : 0;
+  }
+};
+
+// Every prompt through the coordinator; BOS and the tail of a prompt too long
+// for the context are kept (as spec-bench does).
+absl::StatusOr<Row> RunServices(v1::Generation::Stub& stub, const std::vector<std::vector<TokenId>>& prompts,
+                                int32_t n_ctx, int32_t max_tokens, double temperature, int32_t k) {
+  Row row{"services", k != 0 ? "model" : "none", temperature, k};
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    std::vector<TokenId> p = prompts[i];
+    const size_t room = static_cast<size_t>(std::max(2, n_ctx - max_tokens));
+    if (p.size() > room) p.erase(p.begin() + 1, p.end() - static_cast<std::ptrdiff_t>(room - 1));
+    v1::GenerateRequest req;
+    req.mutable_token_ids()->mutable_ids()->Add(p.begin(), p.end());
+    req.set_max_tokens(max_tokens);
+    req.set_temperature(static_cast<float>(temperature));
+    req.set_seed(i);
+    req.set_drafter(k != 0 ? v1::DRAFTER_MODEL : v1::DRAFTER_NONE);
+    if (k < 0) {
+      req.set_adaptive_k(true);
+    } else {
+      req.set_k(k);
+    }
+    int first_round_tokens = -1;
+    ASSIGN_OR_RETURN(Streamed s, GenerateStreaming(stub, req, 600, [&](const v1::Delta& d) {
+                       if (first_round_tokens < 0) first_round_tokens = d.token_ids_size();
+                     }));
+    const v1::GenerationStats& st = s.final.stats();
+    if (k != 0 && st.drafter() != "model") {
+      return absl::FailedPreconditionError("the coordinator did not use the draft model (drafter " + st.drafter() +
+                                           "): is its draft service up?");
+    }
+    row.decode_tokens += st.tokens() - std::max(0, first_round_tokens);
+    row.decode_seconds += st.total_seconds() - st.time_to_first_token_seconds();
+    row.tokens += st.tokens();
+    row.rounds += st.rounds();
+    row.drafted += st.drafted();
+    row.accepted += st.accepted();
+    row.draft_s += st.draft_seconds();
+    row.verify_s += st.verify_seconds();
+    row.network_s += st.network_seconds();
+  }
+  return row;
+}
+
+Row FromBenchRun(const BenchRun& r, double temperature, int32_t k) {
+  Row row{"in-process", k != 0 ? "model" : "none", temperature, k};
+  row.decode_tokens = static_cast<double>(r.decode_tokens);
+  row.decode_seconds = r.decode_seconds;
+  row.tokens = r.generated;
+  row.rounds = r.rounds;
+  row.drafted = r.drafted;
+  row.accepted = r.accepted;
+  row.draft_s = r.draft_s;
+  row.verify_s = r.verify_s;
+  return row;
+}
+
+absl::Status Run(const CliArgs& args) {
+  ASSIGN_OR_RETURN(int64_t max_tokens, args.Int("max-tokens", 1, 900));
+  ASSIGN_OR_RETURN(int64_t limit, args.Int("limit", 1, 100000));
+  int64_t k = -1;
+  if (args.Str("k") != "adaptive") {
+    ASSIGN_OR_RETURN(k, args.Int("k", 1, 16));
+  }
+  ASSIGN_OR_RETURN(int64_t threads, args.Int("threads", 1, 64));
+  auto stub = ConnectCoordinator(args.Str("coordinator"));
+  v1::GetModelInfoResponse info;
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    ctx.set_wait_for_ready(true);
+    grpc::Status s = stub->GetModelInfo(&ctx, v1::GetModelInfoRequest(), &info);
+    if (!s.ok()) return rpc::FromGrpc(s);
+  }
+  if (info.draft_model().empty()) return absl::FailedPreconditionError("the coordinator has no usable draft service");
+
+  // The local copies of the models: the tokenizer for the prompts and the in-process runs.
+  ASSIGN_OR_RETURN(auto target_model, Model::Load(args.Str("target-model")));
+  ASSIGN_OR_RETURN(auto draft_model, Model::Load(args.Str("draft-model")));
+  ASSIGN_OR_RETURN(auto tok, Tokenizer::FromGguf(*target_model->file));
+  ASSIGN_OR_RETURN(auto prompts, LoadPrompts(args.Str("prompts"), *tok, static_cast<int>(limit)));
+  BackendOptions bo;
+  bo.shared_pool = std::make_shared<ThreadPool>(static_cast<int>(threads));
+  ASSIGN_OR_RETURN(auto target, MakeCpuBackend(*target_model, bo));
+  ASSIGN_OR_RETURN(auto draft, MakeCpuBackend(*draft_model, bo));
+
+  std::printf("services: %s + %s; in-process: %s + %s, %lld thread(s); %zu prompts x %lld tokens\n",
+              info.target_model().c_str(), info.draft_model().c_str(), target_model->config.name.c_str(),
+              draft_model->config.name.c_str(), static_cast<long long>(threads), prompts.size(),
+              static_cast<long long>(max_tokens));
+  std::printf("%-10s %4s %-7s %2s %9s %9s %11s %7s %8s %6s %6s %8s\n", "where", "T", "drafter", "K", "tokens/s",
+              "vs plain", "vs in-proc", "accept", "tok/pass", "draft", "verify", "network");
+  nlohmann::json out = nlohmann::json::array();
+  for (const std::string& t : std::vector<std::string>(absl::StrSplit(args.Str("temperatures"), ',', absl::SkipEmpty()))) {
+    double temperature = 0;
+    if (!absl::SimpleAtod(t, &temperature) || temperature < 0) return absl::InvalidArgumentError("bad temperature " + t);
+    std::vector<Row> rows;
+    for (int32_t kk : {0, static_cast<int32_t>(k)}) {
+      ASSIGN_OR_RETURN(Row svc, RunServices(*stub, prompts, info.context_length(), static_cast<int32_t>(max_tokens),
+                                            temperature, kk));
+      BenchRun local;
+      RETURN_IF_ERROR(RunConfig(*target, kk != 0 ? draft.get() : nullptr,
+                                kk != 0 ? DrafterKind::kModel : DrafterKind::kNone,
+                                kk < 0 ? KPolicy::Adaptive() : KPolicy::Fixed(kk),
+                                static_cast<float>(temperature), prompts, static_cast<int32_t>(max_tokens),
+                                /*explain=*/false, /*overlap=*/false, &local));
+      rows.push_back(svc);
+      rows.push_back(FromBenchRun(local, temperature, kk));
+    }
+    // rows: services plain, in-process plain, services model, in-process model.
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const Row& r = rows[i];
+      const double vs_plain = r.tokens_per_s() / std::max(1e-9, rows[i % 2].tokens_per_s());
+      const double vs_local = r.tokens_per_s() / std::max(1e-9, rows[i | 1].tokens_per_s());
+      const std::string kname = r.k < 0 ? "ad" : std::to_string(r.k);
+      std::printf("%-10s %4.1f %-7s %2s %9.0f %8.2fx %10.2fx %7.3f %8.2f %5.0f%% %5.0f%% %7.0f%%\n", r.where.c_str(),
+                  r.temperature, r.drafter.c_str(), kname.c_str(), r.tokens_per_s(), vs_plain, vs_local, r.acceptance(),
+                  r.rounds ? static_cast<double>(r.tokens) / r.rounds : 0, 100 * r.share(r.draft_s),
+                  100 * r.share(r.verify_s), 100 * r.share(r.network_s));
+      out.push_back({{"where", r.where}, {"temperature", r.temperature}, {"drafter", r.drafter}, {"k", r.k < 0 ? nlohmann::json("adaptive") : nlohmann::json(r.k)},
+                     {"tokens_per_s", r.tokens_per_s()}, {"speedup_vs_plain", vs_plain},
+                     {"ratio_vs_in_process", vs_local}, {"acceptance_rate", r.acceptance()},
+                     {"tokens_per_pass", r.rounds ? static_cast<double>(r.tokens) / r.rounds : 0},
+                     {"draft_seconds", r.draft_s}, {"verify_seconds", r.verify_s}, {"network_seconds", r.network_s},
+                     {"network_share", r.share(r.network_s)}});
+    }
+  }
+  if (args.Given("json")) {
+    std::ofstream f(args.Str("json"));
+    f << out.dump(2) << "\n";
+    if (!f) return absl::InternalError("cannot write " + args.Str("json"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int ServeBench(int argc, char** argv) {
+  CliArgs args("usage: specserve serve-bench --coordinator HOST:PORT [--prompts FILE] [flags]");
+  args.Flag("coordinator", "127.0.0.1:50051", "a running coordinator with a draft service");
+  args.Flag("target-model", "models/code-target-7m.gguf", "the target's GGUF, for the prompts' tokens and the in-process runs");
+  args.Flag("draft-model", "models/code-draft-1m.gguf", "the draft's GGUF, for the in-process runs");
+  args.Flag("prompts", "bench/prompts.jsonl", "JSON-lines file with a \"prompt\" field per line");
+  args.Flag("limit", "8", "use the first N prompts");
+  args.Flag("max-tokens", "256", "new tokens per prompt (end of sequence stops a request early)");
+  args.Flag("temperatures", "0,1", "comma-separated temperatures");
+  args.Flag("k", "4", "tokens drafted per round (1..16) or 'adaptive'");
+  args.Flag("threads", "1", "CPU threads of the in-process runs");
+  args.Flag("json", "", "also write one JSON object per row to this file");
+  if (auto s = args.Parse(argc, argv, 2); !s.ok()) {
+    std::fprintf(stderr, "specserve serve-bench: %s\n", s.ToString().c_str());
+    return 2;
+  }
+  if (args.help()) return std::puts(args.HelpText().c_str()), 0;
+  if (auto s = Run(args); !s.ok()) {
+    std::fprintf(stderr, "specserve serve-bench: %s\n", s.ToString().c_str());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace specserve::cli
