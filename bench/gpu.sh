@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # GPU checks and benchmark of the CUDA backend: builds the GPU test binaries
-# for sm_90, runs the GPU tests (kernel parity, exact verify tokens, golden
-# models through the CUDA backend), then the benchmark (tests/cuda_bench_test.cc),
+# for sm_90, runs the GPU tests (kernel parity: tests/cuda_ops_test.cc, exact
+# verify tokens: tests/cuda_verify_parity_test.cc, golden models through the
+# CUDA backend: tests/cuda_backend_test.cc), then the benchmark (tests/cuda_bench_test.cc),
 # which prints one table: copy bandwidth and decode floor, decode ms/token, the
 # verify pass for K+1 = 1..16 and the verify kernel for V = 4096 and 128256.
 #
@@ -22,15 +23,16 @@ root=$(pwd)
 bundle=out/gpu
 build_dir=${BUILD_DIR:-build-gpu}
 mode=${1:-all}
+gpu_tests="cuda_ops_test cuda_verify_parity_test cuda_backend_test"
 
 build() {
   local jobs=${JOBS:-$(nproc)}
   cmake -S . -B "$build_dir" -G Ninja -DSPECSERVE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
     -DCMAKE_BUILD_TYPE=Release >/dev/null
-  ninja -C "$build_dir" -j"$jobs" cuda_ops_test cuda_bench_test
+  ninja -C "$build_dir" -j"$jobs" $gpu_tests cuda_bench_test
   rm -rf "$bundle"
   mkdir -p "$bundle/bin" "$bundle/lib" "$bundle/shared/models" "$bundle/shared/golden"
-  for t in cuda_ops_test cuda_bench_test; do
+  for t in $gpu_tests cuda_bench_test; do
     cp "$build_dir/bin/$t" "$bundle/bin/"
     strip --strip-debug "$bundle/bin/$t"
   done
@@ -49,7 +51,9 @@ build() {
 }
 
 run() {
-  [ -x "$bundle/bin/cuda_ops_test" ] || { echo "no $bundle: run 'bench/gpu.sh build' first" >&2; exit 2; }
+  for t in $gpu_tests; do
+    [ -x "$bundle/bin/$t" ] || { echo "no $bundle/bin/$t: run 'bench/gpu.sh build' first" >&2; exit 2; }
+  done
   export LD_LIBRARY_PATH="$root/$bundle/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
   # The binaries were built in another checkout: give them the models and
   # golden.json through $SPECSERVE_SHARED (models/: the repository's + 14m).
@@ -64,7 +68,10 @@ run() {
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
   local status=0
   echo "== GPU tests"
-  timeout 240 "$bundle/bin/cuda_ops_test" --gtest_brief=1 || status=$?
+  local deadline=$((SECONDS + 240))  # 240 s for the GPU tests together
+  for t in $gpu_tests; do
+    timeout $((deadline > SECONDS ? deadline - SECONDS : 1)) "$bundle/bin/$t" --gtest_brief=1 || status=$?
+  done
   echo "== benchmark"
   SPECSERVE_BENCH=1 timeout 300 "$bundle/bin/cuda_bench_test" --gtest_brief=1 || status=$?
   exit "$status"

@@ -1,17 +1,9 @@
-// Every kernel op on every backend present against its CPU reference
-// (llama.cpp's test-backend-ops): fresh random inputs per run, outputs
-// poisoned (NaN) before each run, relative error bounds per precision. The
-// verify-and-resample kernel must give exactly the CPU reference's tokens.
-// Then the CUDA backend against golden.json and against the CPU backend.
-//
-// The "cpu" backend runs the reference itself (a check of the harness); the
-// "cuda" backend exists when the build has CUDA, and its cases skip with
-// "no CUDA device" where the machine has none.
+// Every float kernel op on every backend present against its CPU reference
+// (llama.cpp's test-backend-ops): the AllOps/BackendOpsTest cases but
+// verify_resample, which tests/cuda_verify_parity_test.cc runs. The harness
+// (tolerances, device helpers, the suite) is tests/backend_ops_harness.h.
 #include <algorithm>
 #include <cmath>
-#include <cstring>
-#include <functional>
-#include <limits>
 #include <numeric>
 #include <random>
 #include <string>
@@ -19,19 +11,13 @@
 
 #include <gtest/gtest.h>
 
-#include "common/backend.h"
 #include "common/cpu_matmul.h"
 #include "common/fp16.h"
-#include "common/rng.h"
-#include "common/sampling.h"
 #include "common/thread_pool.h"
-#include "common/verify.h"
 #include "common/weights.h"
 #include "kernels/cpu_attention.h"
 #include "kernels/cpu_ops.h"
-#include "kernels/glibc_expf.h"
-#include "tests/test_models.h"
-#include "tests/test_paths.h"
+#include "tests/backend_ops_harness.h"
 
 #if defined(SPECSERVE_HAVE_CUDA)
 #include "kernels/cuda_add.cuh"
@@ -43,85 +29,10 @@
 #include "kernels/cuda_rope.cuh"
 #include "kernels/cuda_swiglu.cuh"
 #include "kernels/cuda_util.h"
-#include "kernels/cuda_verify.cuh"
 #endif
 
-namespace specserve {
+namespace specserve::testing {
 namespace {
-
-constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
-
-bool HaveDevice() {
-#if defined(SPECSERVE_HAVE_CUDA)
-  return cuda::DeviceCount() > 0;
-#else
-  return false;
-#endif
-}
-
-std::vector<float> Normal(std::mt19937& rng, size_t n, float mean = 0.0f, float sd = 1.0f) {
-  std::normal_distribution<float> d(mean, sd);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
-
-int Uniform(std::mt19937& rng, int lo, int hi) {  // [lo, hi]
-  return std::uniform_int_distribution<int>(lo, hi)(rng);
-}
-
-// |got - want| <= rtol * (bound or |want|) + atol, where atol = rtol * rms(want).
-// NaN (a poisoned output never written) always fails.
-::testing::AssertionResult Near(const std::vector<float>& got, const std::vector<float>& want, double rtol,
-                                const std::vector<float>* bound = nullptr) {
-  if (got.size() != want.size()) {
-    return ::testing::AssertionFailure() << "size " << got.size() << " != " << want.size();
-  }
-  double ss = 0.0;
-  for (float w : want) ss += static_cast<double>(w) * w;
-  const double atol = rtol * std::sqrt(ss / std::max<size_t>(1, want.size()));
-  for (size_t i = 0; i < got.size(); ++i) {
-    const double scale = bound ? (*bound)[i] : std::abs(want[i]);
-    const double err = std::abs(static_cast<double>(got[i]) - want[i]);
-    if (!(err <= rtol * scale + atol)) {
-      return ::testing::AssertionFailure() << "element " << i << ": got " << got[i] << ", want " << want[i]
-                                           << " (tolerance " << rtol * scale + atol << ")";
-    }
-  }
-  return ::testing::AssertionSuccess();
-}
-
-#if defined(SPECSERVE_HAVE_CUDA)
-// Test-side device helpers: upload, poisoned output, download. Failures abort
-// the test through gtest assertions in the callers.
-template <typename T>
-cuda::DeviceBuffer Dev(const std::vector<T>& host) {
-  auto b = cuda::Upload(host);
-  EXPECT_TRUE(b.ok()) << b.status();
-  return b.ok() ? std::move(*b) : cuda::DeviceBuffer();
-}
-cuda::DeviceBuffer Poisoned(size_t floats) {
-  cuda::DeviceBuffer b;
-  EXPECT_TRUE(b.Allocate(floats * sizeof(float)).ok());
-  EXPECT_EQ(cudaMemset(b.get(), 0xFF, floats * sizeof(float)), cudaSuccess);  // all-ones: NaN
-  return b;
-}
-std::vector<float> Host(const cuda::DeviceBuffer& b, size_t floats) {
-  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  std::vector<float> h;
-  EXPECT_TRUE(cuda::Download(b, floats, &h).ok());
-  return h;
-}
-#endif
-
-// What one op run produced: the backend's output, the reference's, and the bound.
-struct OpOutput {
-  std::vector<float> got, want;
-  double rtol = 1e-5;
-  std::vector<float> bound;  // per-element scale; empty: |want|
-};
-
-using OpFn = std::function<OpOutput(const std::string& backend, std::mt19937& rng)>;
 
 // --- The ops ---------------------------------------------------------------
 
@@ -464,127 +375,7 @@ OpOutput AttentionOp(AttnMode mode, const std::string& backend, std::mt19937& rn
   return o;
 }
 
-// --- Verify: random cases -------------------------------------------------
-
-struct VerifyCase {
-  std::vector<float> logits;  // [k + 1, vocab]
-  int32_t vocab = 0;
-  std::vector<int32_t> tokens;
-  std::vector<SparseDist> dists;
-  SamplingParams params;
-  uint64_t first_position = 0;
-  VerifyInput Input() const {
-    return VerifyInput{logits.data(), vocab, static_cast<int32_t>(tokens.size()), tokens.data(), dists.data(),
-                       params, first_position};
-  }
-};
-
-// Logit rows with the shapes that break kernels: ties (coarse grids), -inf
-// entries, flat rows (large nuclei: top-p walks several chunks), peaked rows.
-std::vector<float> RandomRow(std::mt19937& rng, int32_t vocab, int style) {
-  std::vector<float> row = Normal(rng, vocab, 0.0f, std::vector<float>{0.05f, 1.0f, 3.0f, 8.0f}[style % 4]);
-  if (style % 5 == 1) {
-    for (float& x : row) x = std::round(x * 2.0f) / 2.0f;  // many exact ties
-  }
-  if (style % 7 == 2) {
-    for (float& x : row) {
-      if (rng() % 10 == 0) x = -INFINITY;
-    }
-  }
-  if (style % 11 == 3 && vocab > 1) row[rng() % vocab] = kNaN;
-  return row;
-}
-
-VerifyCase RandomVerifyCase(std::mt19937& rng, int32_t vocab) {
-  VerifyCase c;
-  c.vocab = vocab;
-  const int32_t k = Uniform(rng, 0, rng() % 4 == 0 ? 16 : 6);
-  const int style = static_cast<int>(rng() % 1000);
-  const float temps[] = {0.0f, 0.3f, 0.7f, 1.0f, 1.0f, 1.5f};
-  c.params.temperature = temps[rng() % 6];
-  const int32_t top_ks[] = {0, 0, 1, 5, 40, std::max(1, vocab / 2), vocab + 3};
-  c.params.top_k = top_ks[rng() % 7];
-  const float top_ps[] = {1.0f, 1.0f, 0.95f, 0.8f, 0.5f, 0.1f, 0.999f};
-  c.params.top_p = top_ps[rng() % 7];
-  c.params.seed = (static_cast<uint64_t>(rng()) << 32) | rng();
-  c.first_position = rng() % 5000;
-  for (int32_t i = 0; i <= k; ++i) {
-    const std::vector<float> row = RandomRow(rng, vocab, style);
-    c.logits.insert(c.logits.end(), row.begin(), row.end());
-  }
-  const float draft_temp = std::vector<float>{0.0f, 0.5f, 1.0f, 1.0f}[rng() % 4];
-  const int32_t top_n = std::vector<int32_t>{1, 8, 64, 64}[rng() % 4];
-  const float draft_top_p = rng() % 3 == 0 ? 0.9f : 1.0f;
-  for (int32_t i = 0; i < k; ++i) {
-    // The draft's view of position i: the target's row i - 1... perturbed.
-    std::vector<float> dl(c.logits.begin() + static_cast<size_t>(i) * vocab,
-                          c.logits.begin() + static_cast<size_t>(i + 1) * vocab);
-    std::normal_distribution<float> noise(0.0f, 0.7f);
-    for (float& x : dl) {
-      if (std::isfinite(x)) x += noise(rng);
-    }
-    SparseDist q = DraftDistribution(dl.data(), vocab, draft_temp, top_n, draft_top_p);
-    int32_t d = SampleSparse(q, UniformFloat(c.params.seed, c.first_position + i, RngPurpose::kDraftSample));
-    if (rng() % 20 == 0) d = static_cast<int32_t>(rng() % vocab);  // possibly absent from q
-    c.tokens.push_back(d);
-    c.dists.push_back(std::move(q));
-  }
-  return c;
-}
-
-// Runs batches of random cases on the backend and counts token mismatches
-// with Verify; every case must agree.
-void VerifyParity(const std::string& backend, std::mt19937& rng) {
-  const int32_t vocabs[] = {1, 2, 7, 100, 1000, 4096, 4096, 4096, 32000};
-  int checked = 0;
-#if defined(SPECSERVE_HAVE_CUDA)
-  cuda::DeviceVerifier verifier;
-#endif
-  for (int batch = 0; batch < 48; ++batch) {
-    const int32_t vocab = vocabs[rng() % 9];
-    std::vector<VerifyCase> cases;
-    const int n = Uniform(rng, 1, 6);
-    for (int i = 0; i < n; ++i) cases.push_back(RandomVerifyCase(rng, vocab));
-    std::vector<VerifyInput> inputs;
-    std::vector<VerifyResult> want;
-    for (const VerifyCase& c : cases) {
-      inputs.push_back(c.Input());
-      absl::StatusOr<VerifyResult> r = Verify(inputs.back());
-      ASSERT_TRUE(r.ok()) << r.status();
-      want.push_back(*r);
-    }
-    std::vector<VerifyResult> got(n, VerifyResult{-1, -1});
-    if (backend == "cpu") {
-      for (int i = 0; i < n; ++i) got[i] = *Verify(inputs[i]);
-    }
-#if defined(SPECSERVE_HAVE_CUDA)
-    if (backend == "cuda") {
-      absl::StatusOr<std::vector<VerifyResult>> r = verifier.Run(inputs, nullptr);
-      ASSERT_TRUE(r.ok()) << r.status();
-      got = *r;
-    }
-#endif
-    for (int i = 0; i < n; ++i) {
-      const SamplingParams& p = cases[i].params;
-      EXPECT_EQ(got[i].accepted, want[i].accepted)
-          << "batch " << batch << " seq " << i << " vocab " << vocab << " k " << cases[i].tokens.size() << " T "
-          << p.temperature << " top_k " << p.top_k << " top_p " << p.top_p;
-      EXPECT_EQ(got[i].next_token, want[i].next_token)
-          << "batch " << batch << " seq " << i << " vocab " << vocab << " k " << cases[i].tokens.size() << " T "
-          << p.temperature << " top_k " << p.top_k << " top_p " << p.top_p;
-      ++checked;
-    }
-  }
-  EXPECT_GT(checked, 48);
-}
-
 // --- The parameterised test ----------------------------------------------
-
-struct OpEntry {
-  const char* name;
-  OpFn run;         // float ops
-  int repeats = 4;  // fresh random inputs per repeat
-};
 
 std::vector<OpEntry> Ops() {
   using B = const std::string&;
@@ -606,21 +397,8 @@ std::vector<OpEntry> Ops() {
       {"attention_verify", [](B b, R r) { return AttentionOp(AttnMode::kVerify, b, r); }, 8},
       {"attention_prefill", [](B b, R r) { return AttentionOp(AttnMode::kPrefill, b, r); }},
       {"attention_long", [](B b, R r) { return AttentionOp(AttnMode::kLong, b, r); }},
-      {"verify_resample", nullptr, 1},
   };
 }
-
-std::vector<std::string> BackendsPresent() {
-  std::vector<std::string> b = {"cpu"};
-#if defined(SPECSERVE_HAVE_CUDA)
-  b.push_back("cuda");
-#endif
-  return b;
-}
-
-using OpParam = std::tuple<std::string, std::string>;  // op, backend
-
-class BackendOpsTest : public ::testing::TestWithParam<OpParam> {};
 
 TEST_P(BackendOpsTest, MatchesCpuReference) {
   const auto& [op, backend] = GetParam();
@@ -631,10 +409,6 @@ TEST_P(BackendOpsTest, MatchesCpuReference) {
   std::mt19937 rng(seed);
   for (const OpEntry& e : Ops()) {
     if (op != e.name) continue;
-    if (!e.run) {
-      VerifyParity(backend, rng);
-      return;
-    }
     for (int rep = 0; rep < e.repeats; ++rep) {
       const OpOutput o = e.run(backend, rng);
       EXPECT_TRUE(Near(o.got, o.want, o.rtol, o.bound.empty() ? nullptr : &o.bound)) << op << " repeat " << rep;
@@ -650,111 +424,7 @@ std::vector<std::string> OpNames() {
 
 INSTANTIATE_TEST_SUITE_P(AllOps, BackendOpsTest,
                          ::testing::Combine(::testing::ValuesIn(OpNames()), ::testing::ValuesIn(BackendsPresent())),
-                         [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param); });
-
-// --- Host-side checks that need no GPU -----------------------------------
-
-// testing::ModelPath: the repository's models/, else $SPECSERVE_SHARED/models
-// (bench/gpu.sh runs the binaries away from the checkout they were built in).
-using testing::ModelPath;
-
-// The device verifier's exactness rests on GlibcExpf being the C library's
-// expf bit for bit on the inputs the recipe produces (x <= 0) and beyond.
-TEST(GlibcExpf, MatchesTheCLibrary) {
-  int mismatches = 0;
-  for (uint64_t u = 0; u < 0x100000000ull; u += 997) {
-    const uint32_t bits = static_cast<uint32_t>(u);
-    float x;
-    std::memcpy(&x, &bits, sizeof(x));
-    const float want = std::exp(x), got = GlibcExpf(x);
-    if (std::memcmp(&want, &got, sizeof(float)) != 0 && !(std::isnan(want) && std::isnan(got))) {
-      if (++mismatches < 5) ADD_FAILURE() << "expf(" << x << "): libc " << want << ", port " << got;
-    }
-  }
-  EXPECT_EQ(mismatches, 0);
-}
-
-TEST(CudaBackend, AbsentDeviceIsAClearError) {
-  if (HaveDevice()) GTEST_SKIP() << "a CUDA device is present";
-  const std::string path = ModelPath("code-draft-1m");
-  if (path.empty()) GTEST_SKIP() << "code-draft-1m not present";
-  auto model = Model::Load(path);
-  ASSERT_TRUE(model.ok()) << model.status();
-  BackendOptions opts;
-  opts.kind = "cuda";
-  auto backend = MakeBackend(**model, opts);
-  ASSERT_FALSE(backend.ok());
-  EXPECT_EQ(backend.status().code(), absl::StatusCode::kFailedPrecondition);
-#if defined(SPECSERVE_HAVE_CUDA)
-  EXPECT_NE(backend.status().message().find("no CUDA device"), std::string::npos) << backend.status();
-#endif
-}
-
-// --- The CUDA backend on the real models ---------------------------------
-
-class CudaGoldenTest : public ::testing::TestWithParam<std::string> {};
-
-// tests/model_test.cc's golden check through the CUDA backend.
-TEST_P(CudaGoldenTest, TopLogitsAndGreedyContinuation) {
-  if (!HaveDevice()) GTEST_SKIP() << "no CUDA device";
-  BackendOptions opts;
-  opts.kind = "cuda";
-  testing::ExpectMatchesGolden(GetParam(), opts, 1e-2);
-}
-
-INSTANTIATE_TEST_SUITE_P(Models, CudaGoldenTest,
-                         ::testing::Values("code-draft-1m", "code-target-7m", "code-target-14m"),
-                         testing::ModelParamName);
-
-// The same ragged batch (with a rollback in the middle) on both backends.
-TEST(CudaBackend, MatchesCpuBackendOnRaggedBatchesAndRollback) {
-  if (!HaveDevice()) GTEST_SKIP() << "no CUDA device";
-  const std::string path = ModelPath("code-target-7m");
-  if (path.empty()) GTEST_SKIP() << "code-target-7m not present";
-  auto model = Model::Load(path);
-  ASSERT_TRUE(model.ok()) << model.status();
-  BackendOptions opts;
-  opts.threads = 2;
-  auto cpu = MakeCpuBackend(**model, opts);
-  opts.kind = "cuda";
-  auto gpu = MakeCudaBackend(**model, opts);
-  ASSERT_TRUE(cpu.ok() && gpu.ok()) << gpu.status();
-  const int32_t V = (*model)->config.vocab;
-  std::mt19937 rng(7);
-  std::vector<std::vector<TokenId>> prompts;
-  for (int n : {7, 40, 1, 13, 100}) {
-    std::vector<TokenId> p{1};
-    for (int i = 1; i < n; ++i) p.push_back(Uniform(rng, 3, V - 1));
-    prompts.push_back(p);
-  }
-  auto run = [&](Backend& b) {
-    std::vector<KvSeq> seqs(prompts.size());
-    std::vector<float> all, lg;
-    std::vector<ForwardSeq> batch;
-    for (size_t i = 0; i < prompts.size(); ++i) {
-      batch.push_back({&seqs[i], prompts[i], static_cast<int32_t>(prompts[i].size())});
-    }
-    EXPECT_TRUE(b.Forward(batch, &lg).ok());
-    all.insert(all.end(), lg.begin(), lg.end());
-    // A verify-shaped step (5 tokens each), a rollback of 3, another step.
-    std::vector<std::vector<TokenId>> step(prompts.size(), std::vector<TokenId>{5, 6, 7, 8, 9});
-    for (int round = 0; round < 2; ++round) {
-      batch.clear();
-      for (size_t i = 0; i < prompts.size(); ++i) batch.push_back({&seqs[i], step[i], 5});
-      EXPECT_TRUE(b.Forward(batch, &lg).ok());
-      all.insert(all.end(), lg.begin(), lg.end());
-      for (KvSeq& s : seqs) b.kv_pool().Truncate(s, s.length - 3);
-    }
-    for (KvSeq& s : seqs) b.kv_pool().Release(s);
-    EXPECT_EQ(b.kv_pool().used_blocks(), 0);
-    return all;
-  };
-  const std::vector<float> want = run(**cpu), got = run(**gpu);
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < got.size(); ++i) {
-    ASSERT_NEAR(got[i], want[i], 1e-2 * std::max(1.0f, std::abs(want[i]))) << "row " << i / V;
-  }
-}
+                         OpParamName);
 
 }  // namespace
-}  // namespace specserve
+}  // namespace specserve::testing

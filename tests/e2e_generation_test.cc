@@ -198,10 +198,18 @@ TEST_F(GenerationTest, MetricsAgreeWithRequestStatistics) {
   EXPECT_EQ(diff("specserve_time_to_first_token_seconds_count"), 1);
   EXPECT_GE(value(after, "specserve_speculation_k"), 0);
 
-  // The services: the session is gone, its blocks are back, the role label is there.
+  // The services: the session is gone, its blocks are back, the role label
+  // is there. A service ends its session when the coordinator's stream
+  // closes, which may land just after the client's final message: poll.
   for (auto [port, role] : {std::pair{cluster_->target_metrics, "target"}, {cluster_->draft_metrics, "draft"}}) {
-    const std::string m = Scrape(port);
     const std::string label = std::string("role=\"") + role + "\"";
+    std::string m = Scrape(port);
+    for (int i = 0; i < 250 && (Metric(m, "specserve_active_sessions", {label}) != 0 ||
+                                Metric(m, "specserve_kv_blocks_used", {label}) != 0);
+         ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      m = Scrape(port);
+    }
     EXPECT_EQ(Metric(m, "specserve_active_sessions", {label}), 0) << m;
     EXPECT_EQ(Metric(m, "specserve_kv_blocks_used", {label}), 0) << m;
     EXPECT_GT(Metric(m, "specserve_kv_blocks_total", {label}), 0) << m;

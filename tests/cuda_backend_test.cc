@@ -1,0 +1,132 @@
+// The CUDA backend as a whole: against golden.json and against the CPU
+// backend on ragged batches, and the clear error where no device is present.
+// Also the host-side check the device verifier's exactness rests on (no GPU
+// needed). The cases that need a device skip with "no CUDA device" where the
+// machine has none. The per-op parity tests are tests/cuda_ops_test.cc and
+// tests/cuda_verify_parity_test.cc.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "common/backend.h"
+#include "common/weights.h"
+#include "kernels/glibc_expf.h"
+#include "tests/backend_ops_harness.h"
+#include "tests/test_models.h"
+#include "tests/test_paths.h"
+
+namespace specserve::testing {
+namespace {
+
+// --- Host-side checks that need no GPU -----------------------------------
+
+// testing::ModelPath: the repository's models/, else $SPECSERVE_SHARED/models
+// (bench/gpu.sh runs the binaries away from the checkout they were built in).
+using testing::ModelPath;
+
+// The device verifier's exactness rests on GlibcExpf being the C library's
+// expf bit for bit on the inputs the recipe produces (x <= 0) and beyond.
+TEST(GlibcExpf, MatchesTheCLibrary) {
+  int mismatches = 0;
+  for (uint64_t u = 0; u < 0x100000000ull; u += 997) {
+    const uint32_t bits = static_cast<uint32_t>(u);
+    float x;
+    std::memcpy(&x, &bits, sizeof(x));
+    const float want = std::exp(x), got = GlibcExpf(x);
+    if (std::memcmp(&want, &got, sizeof(float)) != 0 && !(std::isnan(want) && std::isnan(got))) {
+      if (++mismatches < 5) ADD_FAILURE() << "expf(" << x << "): libc " << want << ", port " << got;
+    }
+  }
+  EXPECT_EQ(mismatches, 0);
+}
+
+TEST(CudaBackend, AbsentDeviceIsAClearError) {
+  if (HaveDevice()) GTEST_SKIP() << "a CUDA device is present";
+  const std::string path = ModelPath("code-draft-1m");
+  if (path.empty()) GTEST_SKIP() << "code-draft-1m not present";
+  auto model = Model::Load(path);
+  ASSERT_TRUE(model.ok()) << model.status();
+  BackendOptions opts;
+  opts.kind = "cuda";
+  auto backend = MakeBackend(**model, opts);
+  ASSERT_FALSE(backend.ok());
+  EXPECT_EQ(backend.status().code(), absl::StatusCode::kFailedPrecondition);
+#if defined(SPECSERVE_HAVE_CUDA)
+  EXPECT_NE(backend.status().message().find("no CUDA device"), std::string::npos) << backend.status();
+#endif
+}
+
+// --- The CUDA backend on the real models ---------------------------------
+
+class CudaGoldenTest : public ::testing::TestWithParam<std::string> {};
+
+// tests/model_test.cc's golden check through the CUDA backend.
+TEST_P(CudaGoldenTest, TopLogitsAndGreedyContinuation) {
+  if (!HaveDevice()) GTEST_SKIP() << "no CUDA device";
+  BackendOptions opts;
+  opts.kind = "cuda";
+  testing::ExpectMatchesGolden(GetParam(), opts, 1e-2);
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, CudaGoldenTest,
+                         ::testing::Values("code-draft-1m", "code-target-7m", "code-target-14m"),
+                         testing::ModelParamName);
+
+// The same ragged batch (with a rollback in the middle) on both backends.
+TEST(CudaBackend, MatchesCpuBackendOnRaggedBatchesAndRollback) {
+  if (!HaveDevice()) GTEST_SKIP() << "no CUDA device";
+  const std::string path = ModelPath("code-target-7m");
+  if (path.empty()) GTEST_SKIP() << "code-target-7m not present";
+  auto model = Model::Load(path);
+  ASSERT_TRUE(model.ok()) << model.status();
+  BackendOptions opts;
+  opts.threads = 2;
+  auto cpu = MakeCpuBackend(**model, opts);
+  opts.kind = "cuda";
+  auto gpu = MakeCudaBackend(**model, opts);
+  ASSERT_TRUE(cpu.ok() && gpu.ok()) << gpu.status();
+  const int32_t V = (*model)->config.vocab;
+  std::mt19937 rng(7);
+  std::vector<std::vector<TokenId>> prompts;
+  for (int n : {7, 40, 1, 13, 100}) {
+    std::vector<TokenId> p{1};
+    for (int i = 1; i < n; ++i) p.push_back(Uniform(rng, 3, V - 1));
+    prompts.push_back(p);
+  }
+  auto run = [&](Backend& b) {
+    std::vector<KvSeq> seqs(prompts.size());
+    std::vector<float> all, lg;
+    std::vector<ForwardSeq> batch;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      batch.push_back({&seqs[i], prompts[i], static_cast<int32_t>(prompts[i].size())});
+    }
+    EXPECT_TRUE(b.Forward(batch, &lg).ok());
+    all.insert(all.end(), lg.begin(), lg.end());
+    // A verify-shaped step (5 tokens each), a rollback of 3, another step.
+    std::vector<std::vector<TokenId>> step(prompts.size(), std::vector<TokenId>{5, 6, 7, 8, 9});
+    for (int round = 0; round < 2; ++round) {
+      batch.clear();
+      for (size_t i = 0; i < prompts.size(); ++i) batch.push_back({&seqs[i], step[i], 5});
+      EXPECT_TRUE(b.Forward(batch, &lg).ok());
+      all.insert(all.end(), lg.begin(), lg.end());
+      for (KvSeq& s : seqs) b.kv_pool().Truncate(s, s.length - 3);
+    }
+    for (KvSeq& s : seqs) b.kv_pool().Release(s);
+    EXPECT_EQ(b.kv_pool().used_blocks(), 0);
+    return all;
+  };
+  const std::vector<float> want = run(**cpu), got = run(**gpu);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_NEAR(got[i], want[i], 1e-2 * std::max(1.0f, std::abs(want[i]))) << "row " << i / V;
+  }
+}
+
+}  // namespace
+}  // namespace specserve::testing
