@@ -64,11 +64,13 @@ BENCHMARK(BM_MatMul)
     ->ArgsProduct({{1, 3, 5, 9}, {4096}, {288}, {1}})
     ->Unit(benchmark::kMicrosecond);
 
-// Args: {T, depth}: T new tokens after `depth` cached ones, 6 query heads
-// over 2 KV heads of 48 (code-target-7m), 16-token blocks.
+// Args: {T, depth, heads, kv_heads, head_dim}: T new tokens after `depth`
+// cached ones, 16-token blocks; 6/2/48 is code-target-7m, 4/4/32 the draft.
 void BM_PagedAttention(benchmark::State& state) {
   const int32_t T = static_cast<int32_t>(state.range(0)), depth = static_cast<int32_t>(state.range(1));
-  constexpr int32_t kHeads = 6, kKvHeads = 2, kHeadDim = 48, kBlock = 16;
+  const int32_t kHeads = static_cast<int32_t>(state.range(2)), kKvHeads = static_cast<int32_t>(state.range(3));
+  const int32_t kHeadDim = static_cast<int32_t>(state.range(4));
+  constexpr int32_t kBlock = 16;
   const int32_t len = depth + T, blocks = (len + kBlock - 1) / kBlock;
   std::mt19937 rng(2);
   std::normal_distribution<float> dist(0.f, 1.f);
@@ -100,10 +102,14 @@ void BM_PagedAttention(benchmark::State& state) {
   }
   state.counters["us/token"] = benchmark::Counter(static_cast<double>(T) * state.iterations(),
                                                   benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  // Multiply-adds of q.k and p.v over the keys each token sees.
+  const double macs = 2.0 * kHeads * kHeadDim * (static_cast<double>(T) * depth + T * (T + 1) / 2.0);
+  state.counters["GMAC/s"] = benchmark::Counter(macs * state.iterations(), benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_PagedAttention)
-    ->ArgNames({"T", "depth"})
-    ->ArgsProduct({{1, 3, 5, 9}, {430}})
+    ->ArgNames({"T", "depth", "heads", "kv", "hd"})
+    ->ArgsProduct({{1, 3, 5, 9}, {430}, {6}, {2}, {48}})
+    ->ArgsProduct({{1, 2, 5}, {430}, {4}, {4}, {32}})
     ->Unit(benchmark::kMicrosecond);
 
 }  // namespace

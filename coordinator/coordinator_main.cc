@@ -57,6 +57,11 @@ absl::StatusOr<Flags> ReadFlags(const CliArgs& a) {
   // Mutual TLS toward the services only: the public --listen port stays
   // plaintext (f.server.tls is left off).
   ASSIGN_OR_RETURN(f.upstreams.tls, rpc::ReadTlsFlags(a));
+  f.upstreams.lb_policy = a.Str("lb-policy");
+  if (f.upstreams.lb_policy != "round_robin" && f.upstreams.lb_policy != "pick_first") {
+    return absl::InvalidArgumentError("--lb-policy must be round_robin or pick_first");
+  }
+  RETURN_IF_ERROR(rpc::ParseConnectionAgeFlags(a, &f.server));
   return f;
 }
 
@@ -82,7 +87,11 @@ int Main(int argc, char** argv) {
   args.Flag("overlap", "on", "on: the draft service drafts the next block while the target verifies; off: they take turns");
   args.Flag("draft-timeout-ms", "2000",
             "a draft call slower than this is a draft failure: the request goes on with n-gram drafting (0: wait)");
+  args.Flag("lb-policy", "round_robin",
+            "how sessions spread over the addresses --target and --draft resolve to (dns:///NAME:PORT of a "
+            "headless Service): round_robin or pick_first");
   rpc::DeclareTlsFlags(args, rpc::TlsRole::kClient);
+  rpc::AddConnectionAgeFlags(args);
   if (absl::Status s = args.Parse(argc, argv); !s.ok()) {
     std::fprintf(stderr, "specserve-coordinator: %s\n%s", s.ToString().c_str(), args.HelpText().c_str());
     return 2;

@@ -11,8 +11,10 @@
 namespace specserve {
 namespace {
 
-std::shared_ptr<grpc::Channel> MakeChannel(const std::string& addr, int max_bytes, const rpc::TlsConfig& tls) {
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& addr, const Upstreams::Options& opts) {
+  const int max_bytes = opts.max_message_bytes;
   grpc::ChannelArguments args;
+  args.SetLoadBalancingPolicyName(opts.lb_policy);
   args.SetMaxReceiveMessageSize(max_bytes);
   args.SetMaxSendMessageSize(max_bytes);
   // Sessions are long-lived streams: notice a vanished peer (a partition,
@@ -25,7 +27,7 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& addr, int max_byte
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 250);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 250);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-  return grpc::CreateCustomChannel(addr, rpc::MakeChannelCredentials(tls), args);
+  return grpc::CreateCustomChannel(addr, rpc::MakeChannelCredentials(opts.tls), args);
 }
 
 template <class Stub>
@@ -48,7 +50,7 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> TokenizerFrom(const v1::ModelInfo& in
 absl::StatusOr<std::unique_ptr<Upstreams>> Upstreams::Connect(const Options& opts) {
   auto up = std::unique_ptr<Upstreams>(new Upstreams());
   up->opts_ = opts;
-  up->target_ = v1::TargetService::NewStub(MakeChannel(opts.target, opts.max_message_bytes, opts.tls));
+  up->target_ = v1::TargetService::NewStub(MakeChannel(opts.target, opts));
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::duration<double>(opts.connect_timeout_seconds);
   absl::StatusOr<v1::ModelInfo> info;
   for (bool logged = false;; logged = true) {
@@ -68,7 +70,7 @@ absl::StatusOr<std::unique_ptr<Upstreams>> Upstreams::Connect(const Options& opt
   up->config_.n_ctx = info->context_length();
   if (opts.draft.empty()) return up;
 
-  up->draft_ = v1::DraftService::NewStub(MakeChannel(opts.draft, opts.max_message_bytes, opts.tls));
+  up->draft_ = v1::DraftService::NewStub(MakeChannel(opts.draft, opts));
   up->draft_state_ = DraftState::kUnchecked;
   absl::Status s = up->CheckDraft(std::chrono::milliseconds(2000), /*wait_for_ready=*/true);
   if (absl::IsInvalidArgument(s)) return s;  // the wrong draft: fail loudly

@@ -36,6 +36,9 @@ class Upstreams {
     std::string draft;                // HOST:PORT, or empty
     int max_message_bytes = 64 << 20;
     double connect_timeout_seconds = 60;  // how long to wait for the target at start
+    // gRPC load balancing over the addresses a name resolves to: each session
+    // (one stream) goes to the next ready replica.
+    std::string lb_policy = "round_robin";
     // enabled: mutual TLS to both services (the CA verifies their
     // certificates, which must name the HOST of `target` / `draft`; ours
     // is presented to them). Otherwise plaintext.

@@ -46,31 +46,30 @@ void Scores(const float* q, const float* k, int64_t stride, int32_t hd, int32_t 
   for (; i < n; ++i) s[i] = Dot(q, k + i * stride, hd) * scale;
 }
 
-// For NQ queries q over the same n rows: acc[q][8c .. 8c+8) += sum_i
-// w[q][i] * rows[i * stride + 8c .. 8c+8), c < NC, all NQ * NC accumulators
-// in registers (<= 12 of the 16 ymm). Each row chunk is loaded once for the
-// NQ queries, and NQ * NC independent FMA chains keep both FMA pipes busy.
-// Every query's sum runs over the rows in order whatever NQ is (same bits).
+// For NQ queries q, each over its own n rows rows[q] + i * stride:
+// acc[q][8c .. 8c+8) += sum_i w[q][i] * rows[q][i * stride + 8c .. 8c+8),
+// c < NC, all NQ * NC accumulators in registers (<= 12 of the 16 ymm).
+// NQ * NC independent FMA chains keep both FMA pipes busy where one query
+// alone would wait on the FMA latency. Every query's sum runs over its rows
+// in order whatever NQ is (same bits).
 template <int NQ, int NC>
-void WeightedRows(const float* const* w, const float* rows, int64_t stride, int32_t n, float* const* acc) {
+void WeightedRows(const float* const* w, const float* const* rows, int64_t stride, int32_t n, float* const* acc) {
   static_assert(NQ * NC <= 12);
   __m256 r[NQ][NC];
   for (int q = 0; q < NQ; ++q)
     for (int c = 0; c < NC; ++c) r[q][c] = _mm256_loadu_ps(acc[q] + 8 * c);
   for (int32_t i = 0; i < n; ++i) {
-    __m256 wi[NQ];
-    for (int q = 0; q < NQ; ++q) wi[q] = _mm256_set1_ps(w[q][i]);
-    const float* row = rows + i * stride;
-    for (int c = 0; c < NC; ++c) {
-      const __m256 v = _mm256_loadu_ps(row + 8 * c);
-      for (int q = 0; q < NQ; ++q) r[q][c] = _mm256_fmadd_ps(wi[q], v, r[q][c]);
+    for (int q = 0; q < NQ; ++q) {
+      const __m256 wi = _mm256_set1_ps(w[q][i]);
+      const float* row = rows[q] + i * stride;
+      for (int c = 0; c < NC; ++c) r[q][c] = _mm256_fmadd_ps(wi, _mm256_loadu_ps(row + 8 * c), r[q][c]);
     }
   }
   for (int q = 0; q < NQ; ++q)
     for (int c = 0; c < NC; ++c) _mm256_storeu_ps(acc[q] + 8 * c, r[q][c]);
 }
 
-using WeightedRowsFn = void (*)(const float* const*, const float*, int64_t, int32_t, float* const*);
+using WeightedRowsFn = void (*)(const float* const*, const float* const*, int64_t, int32_t, float* const*);
 constexpr int kMaxQueries = 3;
 // kWeightedRows[NQ - 1][NC - 1]; NC up to kMaxChunks[NQ - 1].
 constexpr int kMaxChunks[kMaxQueries] = {8, 6, 4};
@@ -82,20 +81,24 @@ constexpr WeightedRowsFn kWeightedRows[kMaxQueries][8] = {
     {WeightedRows<3, 1>, WeightedRows<3, 2>, WeightedRows<3, 3>, WeightedRows<3, 4>, nullptr, nullptr, nullptr,
      nullptr}};
 
-// out[q][d] += sum_i w[q][i] * rows[i * stride + d] for d < hd, NQ <= 3 queries.
-void AccumulateValues(int nq, const float* const* w, const float* rows, int64_t stride, int32_t n, int32_t hd,
-                      float* const* out) {
+// out[q][d] += sum_i w[q][i] * rows[q][i * stride + d] for d < hd, nq <= 3 queries.
+void AccumulateValues(int nq, const float* const* w, const float* const* rows, int64_t stride, int32_t n,
+                      int32_t hd, float* const* out) {
   int32_t d = 0;
   for (; d + 8 <= hd;) {
     const int nc = std::min(kMaxChunks[nq - 1], (hd - d) / 8);
     float* o[kMaxQueries];
-    for (int q = 0; q < nq; ++q) o[q] = out[q] + d;
-    kWeightedRows[nq - 1][nc - 1](w, rows + d, stride, n, o);
+    const float* r[kMaxQueries];
+    for (int q = 0; q < nq; ++q) {
+      o[q] = out[q] + d;
+      r[q] = rows[q] + d;
+    }
+    kWeightedRows[nq - 1][nc - 1](w, r, stride, n, o);
     d += 8 * nc;
   }
   for (; d < hd; ++d) {
     for (int q = 0; q < nq; ++q) {
-      for (int32_t i = 0; i < n; ++i) out[q][d] += w[q][i] * rows[i * stride + d];
+      for (int32_t i = 0; i < n; ++i) out[q][d] += w[q][i] * rows[q][i * stride + d];
     }
   }
 }
@@ -132,7 +135,8 @@ void Softmax(float* s, int32_t n) {
 
 int64_t PagedAttentionScratch(const PagedAttentionArgs& a) {
   const int64_t group = a.n_head / a.n_head_kv;
-  return kAttentionTokenChunk * group * (static_cast<int64_t>(a.positions[a.T - 1]) + 1);
+  const int64_t heads = std::min<int64_t>(kHeadsPerChunk, a.n_head_kv);
+  return kAttentionTokenChunk * group * heads * (static_cast<int64_t>(a.positions[a.T - 1]) + 1);
 }
 
 void PagedAttention(const PagedAttentionArgs& a, int64_t begin, int64_t end, float* scratch) {
@@ -140,49 +144,56 @@ void PagedAttention(const PagedAttentionArgs& a, int64_t begin, int64_t end, flo
   const int32_t group = a.n_head / a.n_head_kv;
   const int32_t bs = a.block_size;
   const int32_t hd = a.head_dim;
-  for (int64_t kvh = begin; kvh < end; ++kvh) {
-    auto block_base = [&](const float* cache, int32_t b) {
-      return cache + static_cast<int64_t>(a.block_table[b]) * bs * kv_dim + kvh * hd;
-    };
+  // KV heads are taken kHeadsPerChunk at a time, so that a decode step of a
+  // model with one query per KV head still has several queries whose value
+  // sums can run side by side.
+  for (int64_t h0 = begin; h0 < end; h0 += kHeadsPerChunk) {
+    const int32_t nh = static_cast<int32_t>(std::min<int64_t>(kHeadsPerChunk, end - h0));
     for (int64_t t0 = 0; t0 < a.T; t0 += kAttentionTokenChunk) {
       const int32_t tc = static_cast<int32_t>(std::min<int64_t>(kAttentionTokenChunk, a.T - t0));
-      const int32_t nq = tc * group;              // query j = (token t0 + j / group, head kvh * group + j % group)
+      // Query j: KV head h0 + j / per_head; within it, token t0 + (j % per_head) / group
+      // and query head (h0 + j / per_head) * group + j % group.
+      const int32_t per_head = tc * group;
+      const int32_t nq = nh * per_head;
       const int32_t stride = a.positions[t0 + tc - 1] + 1;  // keys of the chunk's last token
-      auto query = [&](int32_t j) { return a.q + ((t0 + j / group) * a.n_head + kvh * group + j % group) * hd; };
-      auto keys = [&](int32_t j) { return a.positions[t0 + j / group] + 1; };
-      // Scores: each key row is loaded once for all nq queries that see it.
+      auto kv_head = [&](int32_t j) { return h0 + j / per_head; };
+      auto token = [&](int32_t j) { return t0 + (j % per_head) / group; };
+      auto head_offset = [&](int32_t j) { return (token(j) * a.n_head + kv_head(j) * group + j % group) * hd; };
+      auto keys = [&](int32_t j) { return a.positions[token(j)] + 1; };
+      auto block_base = [&](const float* cache, int32_t b, int32_t j) {
+        return cache + static_cast<int64_t>(a.block_table[b]) * bs * kv_dim + kv_head(j) * hd;
+      };
+      // Scores: a block's key rows stay in L1 while every query reads them.
       for (int32_t p0 = 0, b = 0; p0 < stride; p0 += bs, ++b) {
-        const float* kb = block_base(a.k_cache, b);
         const int32_t n = std::min(bs, stride - p0);
         for (int32_t j = 0; j < nq; ++j) {
           const int32_t nj = std::min(n, keys(j) - p0);
-          const float* qj = query(j);
           float* sj = scratch + static_cast<int64_t>(j) * stride + p0;
-          if (nj > 0) Scores(qj, kb, kv_dim, hd, nj, a.scale, sj);
+          if (nj > 0) Scores(a.q + head_offset(j), block_base(a.k_cache, b, j), kv_dim, hd, nj, a.scale, sj);
         }
       }
       for (int32_t j = 0; j < nq; ++j) {
         Softmax(scratch + static_cast<int64_t>(j) * stride, keys(j));
-        float* o = a.out + ((t0 + j / group) * a.n_head + kvh * group + j % group) * hd;
-        std::fill(o, o + hd, 0.f);
+        std::fill(a.out + head_offset(j), a.out + head_offset(j) + hd, 0.f);
       }
-      // Values: one block of rows (L1-resident) serves every query in turn.
+      // Values: up to three queries that see the same number of keys of the
+      // block run together.
       for (int32_t p0 = 0, b = 0; p0 < stride; p0 += bs, ++b) {
-        const float* vb = block_base(a.v_cache, b);
         const int32_t n = std::min(bs, stride - p0);
         for (int32_t j = 0; j < nq;) {
           const int32_t nj = std::min(n, keys(j) - p0);
-          // Up to three queries that see the same keys share each row load.
           int nqs = 1;
           while (nqs < kMaxQueries && j + nqs < nq && std::min(n, keys(j + nqs) - p0) == nj) ++nqs;
           if (nj > 0) {
             const float* w[kMaxQueries];
+            const float* rows[kMaxQueries];
             float* o[kMaxQueries];
             for (int q = 0; q < nqs; ++q) {
               w[q] = scratch + static_cast<int64_t>(j + q) * stride + p0;
-              o[q] = a.out + ((t0 + (j + q) / group) * a.n_head + kvh * group + (j + q) % group) * hd;
+              rows[q] = block_base(a.v_cache, b, j + q);
+              o[q] = a.out + head_offset(j + q);
             }
-            AccumulateValues(nqs, w, vb, kv_dim, nj, hd, o);
+            AccumulateValues(nqs, w, rows, kv_dim, nj, hd, o);
           }
           j += nqs;
         }

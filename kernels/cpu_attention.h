@@ -26,6 +26,9 @@ struct PagedAttentionArgs {
 // value row read from the cache serves all of them and all the query heads of
 // its group (a verify pass of K+1 tokens reads the cache once, not K+1 times).
 inline constexpr int kAttentionTokenChunk = 8;
+// KV heads taken together (a model with one query head per KV head decodes
+// with that many independent queries at once).
+inline constexpr int kHeadsPerChunk = 3;
 
 // Floats of scratch PagedAttention needs per call.
 int64_t PagedAttentionScratch(const PagedAttentionArgs& a);

@@ -19,6 +19,7 @@ void DeclareServiceFlags(CliArgs& a, const std::string& default_listen, int defa
   a.Flag("backend", "cpu", "cpu or cuda");
   a.Flag("device", "0", "CUDA device index");
   DeclareTlsFlags(a, TlsRole::kServer);
+  AddConnectionAgeFlags(a);
 }
 
 absl::StatusOr<ServiceFlags> ReadServiceFlags(const CliArgs& a) {
@@ -41,6 +42,7 @@ absl::StatusOr<ServiceFlags> ReadServiceFlags(const CliArgs& a) {
   f.max_sessions = static_cast<int>(max_sessions);
   f.server.max_message_bytes = static_cast<int>(max_bytes);
   ASSIGN_OR_RETURN(f.server.tls, ReadTlsFlags(a));
+  RETURN_IF_ERROR(ParseConnectionAgeFlags(a, &f.server));
   return f;
 }
 

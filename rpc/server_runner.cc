@@ -9,6 +9,7 @@
 #include <grpcpp/health_check_service_interface.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace specserve::rpc {
 namespace {
@@ -37,6 +38,19 @@ int GrpcServer::WaitForSignal() {
   return sig;
 }
 
+void AddConnectionAgeFlags(CliArgs& args) {
+  args.Flag("max-connection-age-s", "0",
+            "close each client connection after this many seconds so clients re-resolve and reach new "
+            "replicas (0: never)");
+  args.Flag("max-connection-age-grace-s", "600", "how long streams on a connection past its age may finish");
+}
+
+absl::Status ParseConnectionAgeFlags(const CliArgs& args, ServerOptions* opts) {
+  ASSIGN_OR_RETURN(opts->max_connection_age_seconds, args.Double("max-connection-age-s", 0, 30 * 86400));
+  ASSIGN_OR_RETURN(opts->max_connection_age_grace_seconds, args.Double("max-connection-age-grace-s", 0, 86400));
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(const ServerOptions& opts,
                                                               const std::vector<grpc::Service*>& services) {
   grpc::EnableDefaultHealthCheckService(true);
@@ -51,6 +65,12 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(const ServerOption
   // (the default policy would answer them with GOAWAY).
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10000);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  if (opts.max_connection_age_seconds > 0) {
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS,
+                               static_cast<int>(opts.max_connection_age_seconds * 1000));
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS,
+                               static_cast<int>(opts.max_connection_age_grace_seconds * 1000));
+  }
   for (grpc::Service* svc : services) builder.RegisterService(svc);
   s->server_ = builder.BuildAndStart();
   if (!s->server_ || s->port_ == 0) {

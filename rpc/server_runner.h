@@ -13,6 +13,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/status/statusor.h"
+#include "common/cli_args.h"
 #include "rpc/tls.h"
 
 namespace specserve::rpc {
@@ -21,8 +22,17 @@ struct ServerOptions {
   std::string listen = "0.0.0.0:0";         // HOST:PORT; port 0 picks a free one
   int max_message_bytes = 64 << 20;          // both directions
   double drain_seconds = 30;                 // SIGTERM: wait this long for running sessions
+  // > 0: each client connection is closed (GOAWAY) after this long, with
+  // max_connection_age_grace_seconds for its streams to finish, so clients
+  // re-resolve DNS and reach replicas added since they connected. 0: never.
+  double max_connection_age_seconds = 0;
+  double max_connection_age_grace_seconds = 600;
   TlsConfig tls;                             // enabled: TLS, client certificates required
 };
+
+// --max-connection-age-s and --max-connection-age-grace-s, for every server.
+void AddConnectionAgeFlags(CliArgs& args);
+absl::Status ParseConnectionAgeFlags(const CliArgs& args, ServerOptions* opts);
 
 class GrpcServer {
  public:

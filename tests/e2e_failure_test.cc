@@ -258,6 +258,26 @@ TEST(E2eFailureTest, LateDraftIsUsedOnceItAnswers) {
   EXPECT_EQ(after.final.stats().fallbacks(), 0);
 }
 
+// Servers close connections past --max-connection-age-s (so clients find new
+// replicas); requests across those closes, and one running through a close,
+// still complete exactly and keep the draft.
+TEST(E2eFailureTest, ConnectionAgeClosesAreTransparent) {
+  e2e::ClusterOptions o = Options(true, {"--max-connection-age-s", "0.3", "--max-connection-age-grace-s", "60"});
+  o.draft_args = {"--max-connection-age-s", "0.3", "--max-connection-age-grace-s", "60"};
+  Cluster c(o);
+  ASSERT_TRUE(c.ready) << c.Logs();
+  for (int i = 0; i < 4; ++i) {
+    e2e::StreamResult r = e2e::Generate(*c.stub, Request(i == 3 ? 300 : 24));
+    ASSERT_TRUE(r.status.ok()) << r.status.error_message() << c.Logs();
+    EXPECT_EQ(r.ids, Reference(i == 3 ? 300 : 24));
+    EXPECT_EQ(r.final.stats().drafter(), "model");
+    EXPECT_EQ(r.final.stats().fallbacks(), 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  }
+  EXPECT_TRUE(ServiceIdle(c.target_metrics));
+  EXPECT_TRUE(ServiceIdle(c.draft_metrics));
+}
+
 TEST(E2eFailureTest, SlowDraftFallsBackAfterItsTimeout) {
   Cluster c(Options(true, {}, {"--draft-timeout-ms", "300"}));
   ASSERT_TRUE(c.ready) << c.Logs();
