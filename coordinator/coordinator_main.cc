@@ -39,6 +39,8 @@ absl::StatusOr<Flags> ReadFlags(const CliArgs& a) {
   ASSIGN_OR_RETURN(f.upstreams.connect_timeout_seconds, a.Double("connect-timeout", 0, 3600));
   ASSIGN_OR_RETURN(int64_t draft_timeout_ms, a.Int("draft-timeout-ms", 0, 3600 * 1000));
   f.coordinator.draft_timeout = std::chrono::milliseconds(draft_timeout_ms);
+  ASSIGN_OR_RETURN(int64_t draft_lookup, a.Int("draft-lookup", 0, 16));
+  f.coordinator.draft_lookup = static_cast<int>(draft_lookup);
   const std::string overlap = a.Str("overlap");
   if (overlap != "on" && overlap != "off") return absl::InvalidArgumentError("--overlap must be on or off");
   f.coordinator.overlap = overlap == "on";
@@ -87,6 +89,9 @@ int Main(int argc, char** argv) {
   args.Flag("overlap", "on", "on: the draft service drafts the next block while the target verifies; off: they take turns");
   args.Flag("draft-timeout-ms", "2000",
             "a draft call slower than this is a draft failure: the request goes on with n-gram drafting (0: wait)");
+  args.Flag("draft-lookup", "0",
+            "greedy requests: the draft service proposes a prompt-lookup continuation, with no draft pass, when "
+            "the last N+ tokens occurred before in the context (0: off)");
   args.Flag("lb-policy", "round_robin",
             "how sessions spread over the addresses --target and --draft resolve to (dns:///NAME:PORT of a "
             "headless Service): round_robin or pick_first");

@@ -54,6 +54,7 @@ absl::StatusOr<Plan> PlanRequest(const v1::GenerateRequest& req, const Coordinat
   // The draft samples at the user's temperature (closer q, higher acceptance);
   // verification stays exact for any q.
   spec.draft.temperature = spec.target.temperature;
+  spec.draft.lookup_min_ngram = opts.draft_lookup;
   RETURN_IF_ERROR(ValidateSessionSpec(spec, up.config()));
 
   int k = opts.default_k;

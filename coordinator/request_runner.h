@@ -24,6 +24,8 @@ struct CoordinatorOptions {
   std::chrono::milliseconds draft_timeout{2000};
   // Draft service: draft the next block while the target verifies (DESIGN "Overlap").
   bool overlap = true;
+  // DraftRule::lookup_min_ngram of every session (greedy drafts only; 0: off).
+  int draft_lookup = 0;
 };
 
 struct RequestContext {

@@ -27,6 +27,11 @@ struct DraftRule {
   float temperature = 0.0f;             // 0: greedy draft, one-hot q
   int32_t top_n = kDefaultDraftTopN;    // 1..64
   float top_p = 1.0f;
+  // 0: off. N > 0 with a greedy draft: when the last N or more committed
+  // tokens occurred earlier in the context, propose what followed them
+  // (prompt lookup, one-hot q) instead of running the draft model; the draft
+  // catches up on those tokens in one batched pass in a later round.
+  int32_t lookup_min_ngram = 0;         // 0..16
 };
 
 struct SessionSpec {
@@ -55,6 +60,11 @@ struct RoundResult {
 // INVALID_ARGUMENT naming what is wrong: empty prompt, ids outside the
 // vocabulary, prompt + max_new_tokens past the context, bad sampling rules.
 absl::Status ValidateSessionSpec(const SessionSpec& spec, const ModelConfig& config);
+
+// Prompt lookup (Saxena 2023): the tokens (at most k) that followed the most
+// recent earlier occurrence of the longest suffix of ctx of max_ngram down to
+// min_ngram tokens; empty when there is none.
+std::vector<TokenId> PromptLookup(const std::vector<TokenId>& ctx, int32_t k, int32_t max_ngram, int32_t min_ngram);
 
 class Drafter {
  public:

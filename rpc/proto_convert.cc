@@ -17,6 +17,7 @@ v1::SessionOpen SpecToProto(const SessionSpec& spec) {
   d->set_temperature(spec.draft.temperature);
   d->set_top_n(spec.draft.top_n);
   d->set_top_p(spec.draft.top_p);
+  d->set_lookup_min_ngram(spec.draft.lookup_min_ngram);
   o.set_max_new_tokens(spec.max_new_tokens);
   return o;
 }
@@ -32,6 +33,7 @@ SessionSpec SpecFromProto(const v1::SessionOpen& o) {
   spec.draft.temperature = o.draft().temperature();
   spec.draft.top_n = o.draft().top_n() == 0 ? kDefaultDraftTopN : o.draft().top_n();
   spec.draft.top_p = o.draft().top_p() == 0 ? 1.0f : o.draft().top_p();
+  spec.draft.lookup_min_ngram = o.draft().lookup_min_ngram();
   spec.max_new_tokens = o.max_new_tokens();
   return spec;
 }

@@ -91,6 +91,24 @@ TEST_F(GenerationTest, GreedyEqualsPlainDecodingForEveryDrafter) {
   EXPECT_GT(ahead_hits, 0);
 }
 
+// A coordinator whose draft sessions use prompt lookup (--draft-lookup):
+// greedy output is still plain greedy decoding, and with overlap on (the
+// draft drafts ahead only after its own proposals) sessions still close.
+TEST_F(GenerationTest, DraftLookupKeepsGreedyOutputExact) {
+  e2e::ClusterOptions o;
+  o.coordinator_args = {"--draft-lookup", "2"};
+  Cluster c(o);
+  ASSERT_TRUE(c.ready) << c.Logs();
+  constexpr int kTokens = 120;
+  for (const char* prompt : kPrompts) {
+    e2e::StreamResult r = e2e::Generate(*c.stub, Request(prompt, kTokens, v1::DRAFTER_MODEL));
+    ASSERT_TRUE(r.status.ok()) << r.status.error_message() << c.Logs();
+    EXPECT_EQ(r.ids, Reference(prompt, kTokens)) << prompt;
+    EXPECT_EQ(r.final.stats().drafter(), "model");
+    EXPECT_EQ(r.final.stats().fallbacks(), 0);
+  }
+}
+
 TEST_F(GenerationTest, ConcurrentRequestsAreBatchedAndExact) {
   // Several sessions at once share the services' forward passes (continuous
   // batching); each must still get exactly its own greedy continuation.

@@ -42,12 +42,13 @@ Golden LoadGolden() {
 
 std::vector<TokenId> Decode(Engine& target, Engine* draft, DrafterKind kind, const std::vector<TokenId>& prompt,
                          int max_new, KPolicy k, LoopStats* stats = nullptr, SamplingParams sp = {},
-                         bool overlap = false) {
+                         bool overlap = false, int lookup = 0) {
   SessionSpec spec;
   spec.prompt = prompt;
   spec.max_new_tokens = max_new;
   spec.target = sp;
   spec.draft.temperature = sp.temperature;
+  spec.draft.lookup_min_ngram = lookup;
   std::vector<TokenId> out;
   LoopOptions opts;
   opts.k = k;
@@ -91,6 +92,9 @@ TEST_P(GreedyIdentity, EqualsPlainGreedyForEveryKAndDrafter) {
           accepted += st.accepted;
         }
       }
+      // The model drafter with prompt lookup (no draft pass for looked-up blocks).
+      EXPECT_EQ(Decode(target, &draft, DrafterKind::kModel, g.prompts[i], 32, k, nullptr, {}, false, 2), want)
+          << "prompt " << i << " K " << (k.adaptive() ? "adaptive" : std::to_string(k.Next())) << " lookup 2";
     }
   }
   EXPECT_EQ(target.backend->kv_pool().used_blocks(), 0);
@@ -163,6 +167,7 @@ TEST(SpecRollback, BothSidesRollBackAndNothingLeaks) {
     spec.target.temperature = rep % 2 ? 1.0f : 0.0f;
     spec.target.seed = rep;
     spec.draft.temperature = spec.target.temperature;
+    spec.draft.lookup_min_ngram = rep % 4 == 2 ? 2 : 0;  // some greedy runs with prompt lookup
     LocalVerifier verifier(*target.backend);
     LocalDrafter drafter(*draft.backend);
     LoopOptions opts;
@@ -324,6 +329,53 @@ TEST(SpecRollback, DraftAppliesVerdictsExactly) {
   // A stale or replayed round is refused and changes nothing.
   EXPECT_EQ(s.BeginPropose(4, RoundResult{3, 0, 80}, 1).code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(s.BeginPropose(5, RoundResult{4, 2, 80}, 1).code(), absl::StatusCode::kInvalidArgument);
+  s.Close();
+  EXPECT_EQ(draft.backend->kv_pool().used_blocks(), 0);
+}
+
+// Prompt lookup in the draft session: when the committed text repeats, the
+// proposal is what followed the earlier occurrence, one-hot, with no pass;
+// the next model proposal first feeds every token the cache lacks.
+TEST(SpecRollback, DraftLookupProposesTheRepeatWithoutAPass) {
+  Engine draft = Load(testing::BundledModel("code-draft-1m.gguf"));
+  DraftSession s(draft.backend->kv_pool(), draft.backend->config());
+  SessionSpec spec;
+  spec.prompt = {1, 433, 290, 597, 266, 433, 290};  // "433 290" occurred before, followed by 597 266
+  spec.max_new_tokens = 50;
+  spec.draft.lookup_min_ngram = 2;
+  ForwardSeq pass;
+  std::vector<float> logits;
+  ASSERT_TRUE(s.Open(spec, &pass).ok());
+  ASSERT_TRUE(draft.backend->Forward({pass}, &logits).ok());
+  ASSERT_TRUE(s.BeginPropose(0, std::nullopt, 3).ok());
+  EXPECT_FALSE(s.NextStep(&pass));  // no draft pass
+  Proposal p = s.TakeProposal();
+  EXPECT_EQ(p.tokens, (std::vector<TokenId>{597, 266, 433}));
+  ASSERT_EQ(p.dists.size(), 3u);
+  EXPECT_EQ(p.dists[1].ids, std::vector<TokenId>{266});
+  EXPECT_EQ(p.dists[1].probs, std::vector<float>{1.0f});
+  EXPECT_EQ(s.kv().length, 6);  // the prompt minus its pending token, nothing more
+  // Two accepted, then 999 (no earlier occurrence of "266 999"): a model
+  // proposal whose first pass feeds the pending token, both accepted tokens and 999.
+  ASSERT_TRUE(s.BeginPropose(1, RoundResult{0, 2, 999}, 2).ok());
+  ASSERT_TRUE(s.NextStep(&pass));
+  EXPECT_EQ(pass.tokens.size(), 4u);
+  ASSERT_TRUE(draft.backend->Forward({pass}, &logits).ok());
+  s.FinishStep(logits.data());
+  ASSERT_TRUE(s.NextStep(&pass));
+  ASSERT_TRUE(draft.backend->Forward({pass}, &logits).ok());
+  s.FinishStep(logits.data());
+  EXPECT_FALSE(s.NextStep(&pass));
+  EXPECT_EQ(s.TakeProposal().tokens.size(), 2u);
+  EXPECT_EQ(s.committed().size(), 10u);
+  EXPECT_EQ(s.kv().length, 11);  // committed 10, then d1 fed
+  // A sampled draft never looks up.
+  s.Close();
+  spec.draft.temperature = 1.0f;
+  ASSERT_TRUE(s.Open(spec, &pass).ok());
+  ASSERT_TRUE(draft.backend->Forward({pass}, &logits).ok());
+  ASSERT_TRUE(s.BeginPropose(0, std::nullopt, 3).ok());
+  EXPECT_TRUE(s.NextStep(&pass));
   s.Close();
   EXPECT_EQ(draft.backend->kv_pool().used_blocks(), 0);
 }

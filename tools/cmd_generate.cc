@@ -90,6 +90,8 @@ absl::Status Run(const CliArgs& args) {
   spec.target = sp;
   spec.max_new_tokens = static_cast<int32_t>(max_tokens);
   spec.draft.temperature = sp.temperature;
+  ASSIGN_OR_RETURN(int64_t lookup, args.Int("lookup", 0, 16));
+  spec.draft.lookup_min_ngram = static_cast<int32_t>(lookup);
   if (args.Given("draft-temperature")) {
     ASSIGN_OR_RETURN(double draft_temp, args.Double("draft-temperature", 0, 100));
     spec.draft.temperature = static_cast<float>(draft_temp);
@@ -135,6 +137,9 @@ int Generate(int argc, char** argv) {
   args.Flag("k", "4", "tokens drafted per round (0..16) or 'adaptive'");
   args.BoolFlag("overlap", "draft the next block on another thread while the target verifies");
   args.Flag("draft-temperature", "", "the draft's own temperature (default: the target's)");
+  args.Flag("lookup", "0",
+            "model drafter, greedy draft: propose a prompt-lookup continuation instead of drafting when the "
+            "last N+ tokens occurred before (0: off)");
   if (auto s = args.Parse(argc, argv, 2); !s.ok()) {
     std::fprintf(stderr, "specserve generate: %s\n", s.ToString().c_str());
     return 2;

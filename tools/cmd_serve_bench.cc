@@ -107,6 +107,7 @@ absl::Status Run(const CliArgs& args) {
     ASSIGN_OR_RETURN(k, args.Int("k", 1, 16));
   }
   ASSIGN_OR_RETURN(int64_t threads, args.Int("threads", 1, 64));
+  ASSIGN_OR_RETURN(int64_t lookup, args.Int("lookup", 0, 16));
   auto stub = ConnectCoordinator(args.Str("coordinator"));
   v1::GetModelInfoResponse info;
   {
@@ -143,11 +144,13 @@ absl::Status Run(const CliArgs& args) {
       ASSIGN_OR_RETURN(Row svc, RunServices(*stub, prompts, info.context_length(), static_cast<int32_t>(max_tokens),
                                             temperature, kk));
       BenchRun local;
-      RETURN_IF_ERROR(RunConfig(*target, kk != 0 ? draft.get() : nullptr,
-                                kk != 0 ? DrafterKind::kModel : DrafterKind::kNone,
-                                kk < 0 ? KPolicy::Adaptive() : KPolicy::Fixed(kk),
-                                static_cast<float>(temperature), prompts, static_cast<int32_t>(max_tokens),
-                                /*explain=*/false, /*overlap=*/false, &local));
+      RunSetup setup;
+      setup.kind = kk != 0 ? DrafterKind::kModel : DrafterKind::kNone;
+      setup.k = kk < 0 ? KPolicy::Adaptive() : KPolicy::Fixed(kk);
+      setup.temperature = static_cast<float>(temperature);
+      setup.max_tokens = static_cast<int32_t>(max_tokens);
+      setup.lookup_min_ngram = static_cast<int32_t>(lookup);
+      RETURN_IF_ERROR(RunConfig(*target, kk != 0 ? draft.get() : nullptr, setup, prompts, &local));
       rows.push_back(svc);
       rows.push_back(FromBenchRun(local, temperature, kk));
     }
@@ -190,6 +193,7 @@ int ServeBench(int argc, char** argv) {
   args.Flag("temperatures", "0,1", "comma-separated temperatures");
   args.Flag("k", "4", "tokens drafted per round (1..16) or 'adaptive'");
   args.Flag("threads", "1", "CPU threads of the in-process runs");
+  args.Flag("lookup", "0", "the in-process runs' prompt lookup (set it as the coordinator's --draft-lookup)");
   args.Flag("json", "", "also write one JSON object per row to this file");
   if (auto s = args.Parse(argc, argv, 2); !s.ok()) {
     std::fprintf(stderr, "specserve serve-bench: %s\n", s.ToString().c_str());

@@ -27,6 +27,7 @@ absl::Status Run(const CliArgs& args) {
   ASSIGN_OR_RETURN(int64_t max_tokens, args.Int("max-tokens", 1, 900));
   ASSIGN_OR_RETURN(int64_t limit, args.Int("limit", 1, 100000));
   ASSIGN_OR_RETURN(int64_t threads, args.Int("threads", 1, 64));
+  ASSIGN_OR_RETURN(int64_t lookup, args.Int("lookup", 0, 16));
   ASSIGN_OR_RETURN(auto draft_model, Model::Load(args.Str("draft")));
   auto pool = std::make_shared<ThreadPool>(static_cast<int>(threads));
   BackendOptions bo;
@@ -67,18 +68,38 @@ absl::Status Run(const CliArgs& args) {
     for (const std::string& ts : temps) {
       const float temperature = std::stof(ts);
       BenchRun plain;
-      RETURN_IF_ERROR(RunConfig(*target, nullptr, DrafterKind::kNone, KPolicy::Fixed(0), temperature, prompts,
-                                static_cast<int32_t>(max_tokens), false, false, &plain));
-      std::vector<std::pair<DrafterKind, std::string>> configs;
-      for (const std::string& k : ks) configs.push_back({DrafterKind::kModel, k});
-      configs.push_back({DrafterKind::kNgram, "4"});
-      for (const auto& [kind, kstr] : configs) {
-        const KPolicy k = kstr == "adaptive" ? KPolicy::Adaptive() : KPolicy::Fixed(std::stoi(kstr));
+      RunSetup plain_setup;
+      plain_setup.temperature = temperature;
+      plain_setup.max_tokens = static_cast<int32_t>(max_tokens);
+      RETURN_IF_ERROR(RunConfig(*target, nullptr, plain_setup, prompts, &plain));
+      // (kind, K, lookup): the model drafter for each K, with prompt lookup
+      // too where asked (greedy drafts only), then the n-gram drafter.
+      struct Config {
+        DrafterKind kind;
+        std::string k;
+        int32_t lookup;
+      };
+      std::vector<Config> configs;
+      for (const std::string& k : ks) configs.push_back({DrafterKind::kModel, k, 0});
+      if (lookup > 0 && temperature == 0) {
+        for (const std::string& k : ks) configs.push_back({DrafterKind::kModel, k, static_cast<int32_t>(lookup)});
+      }
+      configs.push_back({DrafterKind::kNgram, "4", 0});
+      for (const Config& c : configs) {
+        const DrafterKind kind = c.kind;
+        const std::string& kstr = c.k;
+        RunSetup setup;
+        setup.kind = kind;
+        setup.k = kstr == "adaptive" ? KPolicy::Adaptive() : KPolicy::Fixed(std::stoi(kstr));
+        setup.temperature = temperature;
+        setup.max_tokens = static_cast<int32_t>(max_tokens);
+        // Teacher forcing explains the model's own proposals, not looked-up ones.
+        setup.explain = kind == DrafterKind::kModel && c.lookup == 0;
+        setup.overlap = overlap && kind == DrafterKind::kModel;
+        setup.lookup_min_ngram = c.lookup;
         BenchRun r;
-        RETURN_IF_ERROR(RunConfig(spec_target, draft.get(), kind, k, temperature, prompts,
-                                  static_cast<int32_t>(max_tokens), kind == DrafterKind::kModel,
-                                  overlap && kind == DrafterKind::kModel, &r));
-        const char* dname = kind == DrafterKind::kModel ? "model" : "ngram";
+        RETURN_IF_ERROR(RunConfig(spec_target, draft.get(), setup, prompts, &r));
+        const char* dname = kind == DrafterKind::kNgram ? "ngram" : c.lookup > 0 ? "lookup" : "model";
         std::string pos;
         for (size_t i = 0; i < r.stats_pos_acc.size() && i < 8; ++i) {
           pos += absl::StrFormat("%s%.2f", i ? " " : "", r.stats_pos_acc[i]);
@@ -120,6 +141,9 @@ int SpecBench(int argc, char** argv) {
   args.Flag("threads", "1", "CPU threads shared by the draft and the target");
   args.Flag("temperatures", "0,1", "comma-separated temperatures");
   args.Flag("ks", "1,2,4,8,adaptive", "comma-separated K values for the model drafter");
+  args.Flag("lookup", "0",
+            "also run the model drafter with prompt lookup from this many matching tokens (greedy rows, drafter "
+            "\"lookup\"; 0: off)");
   args.BoolFlag("overlap", "draft the next block on its own core while the target verifies");
   args.Flag("json", "", "also write one JSON object per configuration to this file");
   if (auto s = args.Parse(argc, argv, 2); !s.ok()) return std::fprintf(stderr, "%s\n", s.ToString().c_str()), 2;

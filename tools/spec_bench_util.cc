@@ -75,9 +75,12 @@ absl::StatusOr<std::vector<std::vector<TokenId>>> LoadPrompts(const std::string&
   return prompts;
 }
 
-absl::Status RunConfig(Backend& target, Backend* draft, DrafterKind kind, KPolicy k, float temperature,
-                       const std::vector<std::vector<TokenId>>& prompts, int32_t max_tokens, bool explain,
-                       bool overlap, BenchRun* out) {
+absl::Status RunConfig(Backend& target, Backend* draft, const RunSetup& setup,
+                       const std::vector<std::vector<TokenId>>& prompts, BenchRun* out) {
+  const DrafterKind kind = setup.kind;
+  const float temperature = setup.temperature;
+  const int32_t max_tokens = setup.max_tokens;
+  const bool explain = setup.explain;
   for (size_t i = 0; i < prompts.size(); ++i) {
     SessionSpec spec;
     spec.prompt = prompts[i];
@@ -93,9 +96,10 @@ absl::Status RunConfig(Backend& target, Backend* draft, DrafterKind kind, KPolic
     spec.target.temperature = temperature;
     spec.target.seed = i;
     spec.draft.temperature = temperature;
+    spec.draft.lookup_min_ngram = setup.lookup_min_ngram;
     LoopOptions opts;
-    opts.k = k;
-    opts.overlap = overlap;
+    opts.k = setup.k;
+    opts.overlap = setup.overlap;
     std::vector<TokenId> seq = spec.prompt;
     std::vector<int64_t> compared;
     int64_t first_round_tokens = -1;

@@ -38,10 +38,20 @@ struct BenchRun {
   double compared_acceptance() const { return compared ? static_cast<double>(accepted) / compared : 0; }
 };
 
+// One configuration of a benchmark run.
+struct RunSetup {
+  DrafterKind kind = DrafterKind::kNone;
+  KPolicy k = KPolicy::Fixed(0);
+  float temperature = 0;
+  int32_t max_tokens = 256;
+  bool explain = false;           // add the teacher-forced figures
+  bool overlap = false;           // the draft drafts ahead during the verify
+  int32_t lookup_min_ngram = 0;   // DraftRule::lookup_min_ngram (model drafter, greedy)
+};
+
 // Runs every prompt for max_tokens new tokens (EOS does not stop a benchmark
-// run) with seed = prompt index. `explain` adds the teacher-forced figures.
-absl::Status RunConfig(Backend& target, Backend* draft, DrafterKind kind, KPolicy k, float temperature,
-                       const std::vector<std::vector<TokenId>>& prompts, int32_t max_tokens, bool explain,
-                       bool overlap, BenchRun* out);
+// run) with seed = prompt index.
+absl::Status RunConfig(Backend& target, Backend* draft, const RunSetup& setup,
+                       const std::vector<std::vector<TokenId>>& prompts, BenchRun* out);
 
 }  // namespace specserve::cli
