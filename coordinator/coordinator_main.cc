@@ -89,7 +89,7 @@ int Main(int argc, char** argv) {
   args.Flag("overlap", "on", "on: the draft service drafts the next block while the target verifies; off: they take turns");
   args.Flag("draft-timeout-ms", "2000",
             "a draft call slower than this is a draft failure: the request goes on with n-gram drafting (0: wait)");
-  args.Flag("draft-lookup", "0",
+  args.Flag("draft-lookup", "2",
             "greedy requests: the draft service proposes a prompt-lookup continuation, with no draft pass, when "
             "the last N+ tokens occurred before in the context (0: off)");
   args.Flag("lb-policy", "round_robin",

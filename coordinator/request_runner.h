@@ -25,7 +25,7 @@ struct CoordinatorOptions {
   // Draft service: draft the next block while the target verifies (DESIGN "Overlap").
   bool overlap = true;
   // DraftRule::lookup_min_ngram of every session (greedy drafts only; 0: off).
-  int draft_lookup = 0;
+  int draft_lookup = 2;
 };
 
 struct RequestContext {

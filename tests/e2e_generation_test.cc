@@ -91,12 +91,12 @@ TEST_F(GenerationTest, GreedyEqualsPlainDecodingForEveryDrafter) {
   EXPECT_GT(ahead_hits, 0);
 }
 
-// A coordinator whose draft sessions use prompt lookup (--draft-lookup):
-// greedy output is still plain greedy decoding, and with overlap on (the
-// draft drafts ahead only after its own proposals) sessions still close.
-TEST_F(GenerationTest, DraftLookupKeepsGreedyOutputExact) {
+// The shared cluster's coordinator runs greedy drafts with prompt lookup
+// (--draft-lookup 2, the default). One without it: every greedy block comes
+// from the draft model, and the output is still plain greedy decoding.
+TEST_F(GenerationTest, GreedyWithoutDraftLookupIsExactToo) {
   e2e::ClusterOptions o;
-  o.coordinator_args = {"--draft-lookup", "2"};
+  o.coordinator_args = {"--draft-lookup", "0"};
   Cluster c(o);
   ASSERT_TRUE(c.ready) << c.Logs();
   constexpr int kTokens = 120;
