@@ -25,7 +25,8 @@ absl::StatusOr<Proposal> MeteredDrafter::Propose(int64_t round, const std::optio
     meter_->failure = "propose_error";
     return p;
   }
-  meter_->drafter = inner_->kind();
+  // Looked-up blocks get their own label: their acceptance is not the draft model's.
+  meter_->drafter = p->looked_up ? "lookup" : inner_->kind();
   meter_->drafted = true;
   meter_->draft_seconds = remote_ ? std::min(wall, p->compute_seconds) : wall;
   meter_->draft_network_seconds = remote_ ? wall - meter_->draft_seconds : 0;

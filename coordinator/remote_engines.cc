@@ -148,6 +148,7 @@ absl::StatusOr<Proposal> RemoteDrafter::Propose(int64_t round, const std::option
   ASSIGN_OR_RETURN(Proposal out, rpc::ProposalFromProto(resp.proposal().tokens(), resp.proposal().dists()));
   out.compute_seconds = resp.proposal().compute_seconds();
   out.drafted_ahead = resp.proposal().drafted_ahead();
+  out.looked_up = resp.proposal().looked_up();
   return out;
 }
 

@@ -47,6 +47,7 @@ struct Proposal {
   std::vector<SparseDist> dists; // [K]
   double compute_seconds = 0;    // spent on the draft's passes (the rest of a call is transport)
   bool drafted_ahead = false;    // drafted during the previous verify (overlap guess held)
+  bool looked_up = false;        // prompt lookup in the draft session, not the draft model
 };
 
 // A verified round: d1..d_accepted are committed, then next_token.

@@ -63,6 +63,7 @@ void DraftServer::StepsDone(Entry& e) {
   out->set_round(st.session->next_round() - 1);
   rpc::ProposalToProto(p, out->mutable_tokens(), out->mutable_dists());
   out->set_drafted_ahead(p.drafted_ahead);
+  out->set_looked_up(p.looked_up);
   // Time on this service, queueing included: the caller counts the rest as network.
   out->set_compute_seconds(rpc::SecondsSince(st.received));
   e.handle->Send(std::move(r));

@@ -76,6 +76,7 @@ absl::Status DraftSession::BeginPropose(int64_t round, const std::optional<Round
     if (!cont.empty()) {
       for (TokenId t : cont) proposal_.dists.push_back(SparseDist{{t}, {1.0f}});
       proposal_.tokens = std::move(cont);
+      proposal_.looked_up = true;
       looked_up_ = true;
       steps_left_ = 0;  // the cache catches up on these tokens in a later round's first pass
       return absl::OkStatus();

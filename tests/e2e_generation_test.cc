@@ -206,8 +206,12 @@ TEST_F(GenerationTest, MetricsAgreeWithRequestStatistics) {
     return value(after, name, labels) - value(before, name, labels);
   };
   const v1::GenerationStats& s = r.final.stats();
-  EXPECT_EQ(diff("specserve_draft_tokens_proposed_total", {"drafter=\"model\""}), s.drafted());
-  EXPECT_EQ(diff("specserve_draft_tokens_accepted_total", {"drafter=\"model\""}), s.accepted());
+  // The draft service's blocks: from the model, or looked up (greedy, --draft-lookup).
+  auto drafted = [&](const std::string& name) {
+    return diff(name, {"drafter=\"model\""}) + diff(name, {"drafter=\"lookup\""});
+  };
+  EXPECT_EQ(drafted("specserve_draft_tokens_proposed_total"), s.drafted());
+  EXPECT_EQ(drafted("specserve_draft_tokens_accepted_total"), s.accepted());
   EXPECT_EQ(diff("specserve_generated_tokens_total"), s.tokens());
   EXPECT_EQ(diff("specserve_requests_total", {"status=\"ok\""}), 1);
   EXPECT_EQ(diff("specserve_accepted_length_count"), s.rounds());

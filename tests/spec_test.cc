@@ -351,6 +351,7 @@ TEST(SpecRollback, DraftLookupProposesTheRepeatWithoutAPass) {
   EXPECT_FALSE(s.NextStep(&pass));  // no draft pass
   Proposal p = s.TakeProposal();
   EXPECT_EQ(p.tokens, (std::vector<TokenId>{597, 266, 433}));
+  EXPECT_TRUE(p.looked_up);  // the coordinator's metrics label it drafter="lookup"
   ASSERT_EQ(p.dists.size(), 3u);
   EXPECT_EQ(p.dists[1].ids, std::vector<TokenId>{266});
   EXPECT_EQ(p.dists[1].probs, std::vector<float>{1.0f});
@@ -366,7 +367,9 @@ TEST(SpecRollback, DraftLookupProposesTheRepeatWithoutAPass) {
   ASSERT_TRUE(draft.backend->Forward({pass}, &logits).ok());
   s.FinishStep(logits.data());
   EXPECT_FALSE(s.NextStep(&pass));
-  EXPECT_EQ(s.TakeProposal().tokens.size(), 2u);
+  const Proposal model = s.TakeProposal();
+  EXPECT_EQ(model.tokens.size(), 2u);
+  EXPECT_FALSE(model.looked_up);
   EXPECT_EQ(s.committed().size(), 10u);
   EXPECT_EQ(s.kv().length, 11);  // committed 10, then d1 fed
   // A sampled draft never looks up.
