@@ -193,7 +193,7 @@ int ServeBench(int argc, char** argv) {
   args.Flag("temperatures", "0,1", "comma-separated temperatures");
   args.Flag("k", "4", "tokens drafted per round (1..16) or 'adaptive'");
   args.Flag("threads", "1", "CPU threads of the in-process runs");
-  args.Flag("lookup", "0", "the in-process runs' prompt lookup (set it as the coordinator's --draft-lookup)");
+  args.Flag("lookup", "2", "the in-process runs' prompt lookup (as the coordinator's --draft-lookup, default 2)");
   args.Flag("json", "", "also write one JSON object per row to this file");
   if (auto s = args.Parse(argc, argv, 2); !s.ok()) {
     std::fprintf(stderr, "specserve serve-bench: %s\n", s.ToString().c_str());
