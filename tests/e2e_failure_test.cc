@@ -278,6 +278,22 @@ TEST(E2eFailureTest, ConnectionAgeClosesAreTransparent) {
   EXPECT_TRUE(ServiceIdle(c.draft_metrics));
 }
 
+// The other side of the same flags, which shows they take effect: with a
+// grace shorter than the request, the draft's stream is cut mid-request and
+// the request goes on exactly with the n-gram fallback.
+TEST(E2eFailureTest, ConnectionAgeWithShortGraceCutsTheDraftStream) {
+  e2e::ClusterOptions o;
+  o.draft_args = {"--max-connection-age-s", "0.2", "--max-connection-age-grace-s", "0.1"};
+  Cluster c(o);
+  ASSERT_TRUE(c.ready) << c.Logs();
+  constexpr int kTokens = 900;  // about a second: longer than age + grace
+  e2e::StreamResult r = e2e::Generate(*c.stub, Request(kTokens));
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message() << c.Logs();
+  EXPECT_EQ(r.ids, Reference(kTokens));
+  EXPECT_GE(r.final.stats().fallbacks(), 1);
+  EXPECT_TRUE(ServiceIdle(c.draft_metrics));
+}
+
 TEST(E2eFailureTest, SlowDraftFallsBackAfterItsTimeout) {
   Cluster c(Options(true, {}, {"--draft-timeout-ms", "300"}));
   ASSERT_TRUE(c.ready) << c.Logs();
