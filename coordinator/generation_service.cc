@@ -26,12 +26,7 @@ class GenerateCall final : public grpc::ServerWriteReactor<Resp>, public rpc::St
     // The worker owns copies of everything it needs: the reactor may be gone
     // before the worker returns from Finish.
     svc->Spawn([svc, handle = handle_, cancel = cancel_, req, deadline = ctx->deadline(), arrived] {
-      RequestContext rc;
-      rc.upstreams = svc->upstreams();
-      rc.metrics = svc->metrics();
-      rc.cancel = cancel.get();
-      rc.deadline = deadline;
-      rc.arrived = arrived;
+      RequestContext rc = svc->Context(cancel.get(), deadline, arrived);
       rc.on_delta = [&handle](v1::Delta d) {
         Resp r;
         *r.mutable_delta() = std::move(d);
@@ -78,12 +73,7 @@ class UnaryCall final : public grpc::ServerUnaryReactor {
     }
     // `this` and `resp` stay valid until Finish below (OnDone comes after it).
     svc->Spawn([this, svc, resp, req, deadline = ctx->deadline(), arrived, cancel = cancel_] {
-      RequestContext rc;
-      rc.upstreams = svc->upstreams();
-      rc.metrics = svc->metrics();
-      rc.cancel = cancel.get();
-      rc.deadline = deadline;
-      rc.arrived = arrived;
+      RequestContext rc = svc->Context(cancel.get(), deadline, arrived);
       rc.on_delta = [resp](v1::Delta d) {
         resp->mutable_text()->append(d.text());
         resp->mutable_token_ids()->MergeFrom(d.token_ids());
@@ -158,6 +148,17 @@ void GenerationService::Spawn(std::function<void()> work) {
     std::lock_guard<std::mutex> lock(mu_);
     if (--active_ == 0) idle_.notify_all();
   }).detach();
+}
+
+RequestContext GenerationService::Context(CancelGroup* cancel, std::chrono::system_clock::time_point deadline,
+                                          std::chrono::steady_clock::time_point arrived) {
+  RequestContext rc;
+  rc.upstreams = upstreams();
+  rc.metrics = metrics_;
+  rc.cancel = cancel;
+  rc.deadline = deadline;
+  rc.arrived = arrived;
+  return rc;
 }
 
 void GenerationService::CountRequest(const grpc::Status& s) {

@@ -45,6 +45,9 @@ class GenerationService final : public v1::Generation::CallbackService {
   // Runs the request on a new thread, then frees its slot.
   void Spawn(std::function<void()> work);
   void CountRequest(const grpc::Status& s);
+  // A request's context (on_delta left to the call).
+  RequestContext Context(CancelGroup* cancel, std::chrono::system_clock::time_point deadline,
+                         std::chrono::steady_clock::time_point arrived);
   Upstreams* upstreams() { return upstreams_.load(); }
   CoordinatorMetrics* metrics() { return metrics_; }
   const CoordinatorOptions& options() const { return opts_; }

@@ -6,11 +6,6 @@
 
 namespace specserve {
 
-std::vector<TokenId> NgramDrafter::Lookup(const std::vector<TokenId>& ctx, int32_t k, int32_t max_ngram,
-                                          int32_t min_ngram) {
-  return PromptLookup(ctx, k, max_ngram, min_ngram);
-}
-
 absl::Status NgramDrafter::Open(const SessionSpec& spec) {
   if (spec.prompt.empty()) return absl::InvalidArgumentError("empty prompt");
   tokens_ = spec.prompt;
@@ -32,7 +27,7 @@ absl::StatusOr<Proposal> NgramDrafter::Propose(int64_t round, const std::optiona
   } else if (round > 0) {
     return absl::InvalidArgumentError("missing verdict");
   }
-  proposed_ = Lookup(tokens_, k, max_ngram_, min_ngram_);
+  proposed_ = PromptLookup(tokens_, k, max_ngram_, min_ngram_);
   ++round_;
   Proposal p;
   p.tokens = proposed_;

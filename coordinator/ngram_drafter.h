@@ -21,10 +21,6 @@ class NgramDrafter final : public Drafter {
   void Close() override { tokens_.clear(); }
   std::string kind() const override { return "ngram"; }
 
-  // The lookup itself, on any token sequence (exposed for tests).
-  static std::vector<TokenId> Lookup(const std::vector<TokenId>& ctx, int32_t k, int32_t max_ngram,
-                                     int32_t min_ngram);
-
  private:
   int32_t max_ngram_, min_ngram_;
   std::vector<TokenId> tokens_;  // committed sequence

@@ -76,12 +76,7 @@ void DraftServer::Iterate() {
   for (auto& [id, e] : sessions_) {
     DraftState& st = e.state;
     st.pass = DraftState::Pass::kNone;
-    if (st.prefill_pending) {
-      st.pass = DraftState::Pass::kPrefill;
-      passes_.push_back(st.prefill);
-      pass_ids_.push_back(id);
-      continue;
-    }
+    if (TakePrefill(id, st)) continue;
     // A verdict that rejected part of the last proposal voids the guess the
     // block drafted ahead rests on: stop drafting it.
     if (st.ahead && !st.queued.empty() && st.queued.front().first.has_propose()) {
@@ -117,13 +112,7 @@ void DraftServer::Iterate() {
       failed.emplace_back(pass_ids_[i], out_.status[i]);
       continue;
     }
-    if (st.pass == DraftState::Pass::kPrefill) {
-      st.prefill_pending = false;
-      Resp r;
-      r.mutable_opened()->set_compute_seconds(rpc::SecondsSince(st.opened_at));
-      e.handle->Send(std::move(r));
-      continue;
-    }
+    if (AnswerPrefill(e)) continue;
     st.session->FinishStep(out_.logits.data() + out_.first_row[i] * vocab);
     ForwardSeq next;
     if (!st.session->NextStep(&next)) StepsDone(e);

@@ -16,7 +16,6 @@ absl::Status DraftSession::Open(const SessionSpec& spec, ForwardSeq* prefill) {
   round_ = 0;
   proposal_ = {};
   ahead_ = ahead_ready_ = false;
-  looked_up_ = false;
   open_ = true;
   *prefill = ForwardSeq{&kv_, absl::MakeConstSpan(tokens_.data(), tokens_.size() - 1), 0};
   return absl::OkStatus();
@@ -46,7 +45,6 @@ absl::Status DraftSession::BeginPropose(int64_t round, const std::optional<Round
     ahead_ = false;
     if (guessed) {
       // The block drafted ahead is exactly what this round would draft.
-      looked_up_ = false;
       tokens_.insert(tokens_.end(), proposal_.tokens.begin(), proposal_.tokens.end());
       tokens_.push_back(last->next_token);
       proposal_ = std::move(ahead_proposal_);
@@ -66,7 +64,6 @@ absl::Status DraftSession::BeginPropose(int64_t round, const std::optional<Round
     k = std::max(0, config_.n_ctx - static_cast<int32_t>(tokens_.size()));
   }
   proposal_ = {};
-  looked_up_ = false;
   ++round_;
   if (spec_.draft.lookup_min_ngram > 0 && spec_.draft.temperature == 0 && k > 0) {
     // The longest match first (up to 4 tokens past the minimum), so a long
@@ -77,7 +74,6 @@ absl::Status DraftSession::BeginPropose(int64_t round, const std::optional<Round
       for (TokenId t : cont) proposal_.dists.push_back(SparseDist{{t}, {1.0f}});
       proposal_.tokens = std::move(cont);
       proposal_.looked_up = true;
-      looked_up_ = true;
       steps_left_ = 0;  // the cache catches up on these tokens in a later round's first pass
       return absl::OkStatus();
     }
@@ -98,7 +94,7 @@ void DraftSession::BeginAhead(int32_t k) {
   steps_left_ = 0;
   const int32_t n = static_cast<int32_t>(proposal_.tokens.size());
   // A looked-up proposal was never fed to the cache: nothing to draft on from.
-  if (!open_ || n == 0 || k <= 0 || looked_up_ ||
+  if (!open_ || n == 0 || k <= 0 || proposal_.looked_up ||
       static_cast<int64_t>(tokens_.size()) + n + 1 + k > config_.n_ctx) {
     return;  // nothing to guess from, or no room: the next round drafts normally
   }

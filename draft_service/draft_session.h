@@ -69,7 +69,6 @@ class DraftSession {
   TokenId ahead_guess_ = -1;
   Proposal ahead_proposal_;
   int32_t ahead_k_ = 0;
-  bool looked_up_ = false;       // proposal_ came from prompt lookup (no draft pass)
 };
 
 }  // namespace specserve

@@ -63,6 +63,27 @@ class ModelService : public Service::CallbackService, public SessionService<Req,
     return absl::OkStatus();
   }
 
+  // Before the batch: a session still opening runs its prefill as this
+  // iteration's pass (true); false when its prefill is done.
+  bool TakePrefill(uint64_t id, State& st) {
+    if (!st.prefill_pending) return false;
+    st.pass = State::Pass::kPrefill;
+    passes_.push_back(st.prefill);
+    pass_ids_.push_back(id);
+    return true;
+  }
+  // After the batch: a session whose pass was its prefill is answered
+  // `opened` (true); false for any other pass.
+  bool AnswerPrefill(Entry& e) {
+    State& st = e.state;
+    if (st.pass != State::Pass::kPrefill) return false;
+    st.prefill_pending = false;
+    Resp r;
+    r.mutable_opened()->set_compute_seconds(SecondsSince(st.opened_at));
+    e.handle->Send(std::move(r));
+    return true;
+  }
+
   // This iteration's batch: one pass per session, pass_ids_[i] owning
   // passes_[i], and its output.
   std::vector<ForwardSeq> passes_;

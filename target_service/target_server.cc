@@ -31,12 +31,7 @@ void TargetServer::Iterate() {
   for (auto& [id, e] : sessions_) {
     TargetState& st = e.state;
     st.pass = TargetState::Pass::kNone;
-    if (st.prefill_pending) {
-      st.pass = TargetState::Pass::kPrefill;
-      passes_.push_back(st.prefill);
-      pass_ids_.push_back(id);
-      continue;
-    }
+    if (TakePrefill(id, st)) continue;
     if (st.queued.empty()) continue;
     auto [req, received] = std::move(st.queued.front());
     st.queued.pop_front();
@@ -63,25 +58,21 @@ void TargetServer::Iterate() {
       failed.emplace_back(pass_ids_[i], out_.status[i]);
       continue;
     }
-    Resp r;
-    if (st.pass == TargetState::Pass::kPrefill) {
-      st.prefill_pending = false;
-      r.mutable_opened()->set_compute_seconds(rpc::SecondsSince(st.opened_at));
-    } else {
-      const int32_t k = passes_[i].n_logits - 1;
-      absl::StatusOr<RoundResult> v = st.session->FinishVerify(out_.logits.data() + out_.first_row[i] * vocab);
-      if (!v.ok()) {
-        failed.emplace_back(pass_ids_[i], v.status());
-        continue;
-      }
-      metrics().rollback_tokens.Increment(k - v->accepted);
-      v1::VerifyResult* res = r.mutable_verified();
-      res->set_round(v->round);
-      res->set_accepted(v->accepted);
-      res->set_next_token(v->next_token);
-      // Time on this service, queueing included: the caller counts the rest as network.
-      res->set_compute_seconds(rpc::SecondsSince(st.received));
+    if (AnswerPrefill(e)) continue;
+    const int32_t k = passes_[i].n_logits - 1;
+    absl::StatusOr<RoundResult> v = st.session->FinishVerify(out_.logits.data() + out_.first_row[i] * vocab);
+    if (!v.ok()) {
+      failed.emplace_back(pass_ids_[i], v.status());
+      continue;
     }
+    metrics().rollback_tokens.Increment(k - v->accepted);
+    Resp r;
+    v1::VerifyResult* res = r.mutable_verified();
+    res->set_round(v->round);
+    res->set_accepted(v->accepted);
+    res->set_next_token(v->next_token);
+    // Time on this service, queueing included: the caller counts the rest as network.
+    res->set_compute_seconds(rpc::SecondsSince(st.received));
     e.handle->Send(std::move(r));
   }
   for (auto& [id, s] : failed) EndSession(id, rpc::ToGrpc(s));

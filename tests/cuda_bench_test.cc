@@ -220,24 +220,32 @@ double DecodeWeightBytes(const ModelConfig& c) {
   return 2.0 * (layer * c.n_layer + d * c.vocab);
 }
 
-// Device-to-device copy bandwidth, counting the bytes read and written.
-double CopyBandwidth() {
-  const size_t bytes = size_t{2} << 30;
-  cuda::DeviceBuffer a, b;
-  if (!a.Allocate(bytes).ok() || !b.Allocate(bytes).ok()) return 0.0;
+// Milliseconds of device time for `reps` calls of enqueue() on the default
+// stream, timed with CUDA events.
+template <typename Fn>
+float DeviceMs(int reps, Fn enqueue) {
   cudaEvent_t e0, e1;
   cudaEventCreate(&e0);
   cudaEventCreate(&e1);
-  cudaMemcpy(b.get(), a.get(), bytes, cudaMemcpyDeviceToDevice);
   cudaEventRecord(e0);
-  const int reps = 10;
-  for (int i = 0; i < reps; ++i) cudaMemcpy(b.get(), a.get(), bytes, cudaMemcpyDeviceToDevice);
+  for (int i = 0; i < reps; ++i) enqueue();
   cudaEventRecord(e1);
   cudaEventSynchronize(e1);
   float ms = 0.0f;
   cudaEventElapsedTime(&ms, e0, e1);
   cudaEventDestroy(e0);
   cudaEventDestroy(e1);
+  return ms;
+}
+
+// Device-to-device copy bandwidth, counting the bytes read and written.
+double CopyBandwidth() {
+  const size_t bytes = size_t{2} << 30;
+  cuda::DeviceBuffer a, b;
+  if (!a.Allocate(bytes).ok() || !b.Allocate(bytes).ok()) return 0.0;
+  cudaMemcpy(b.get(), a.get(), bytes, cudaMemcpyDeviceToDevice);  // warm-up
+  const int reps = 10;
+  const float ms = DeviceMs(reps, [&] { cudaMemcpy(b.get(), a.get(), bytes, cudaMemcpyDeviceToDevice); });
   return 2.0 * bytes * reps / (ms * 1e-3);
 }
 
@@ -343,18 +351,8 @@ double VerifyKernelMs(int32_t vocab, const SamplingParams& params) {
   a.workspace = ws.get();
   a.workspace_bytes = ws.bytes();
   if (!cuda::LaunchVerifyResample(a, nullptr).ok()) return -1.0;
-  cudaEvent_t e0, e1;
-  cudaEventCreate(&e0);
-  cudaEventCreate(&e1);
   const int reps = 5;
-  cudaEventRecord(e0);
-  for (int i = 0; i < reps; ++i) (void)cuda::LaunchVerifyResample(a, nullptr);
-  cudaEventRecord(e1);
-  cudaEventSynchronize(e1);
-  float ms = 0.0f;
-  cudaEventElapsedTime(&ms, e0, e1);
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
+  const float ms = DeviceMs(reps, [&] { (void)cuda::LaunchVerifyResample(a, nullptr); });
   return cudaGetLastError() == cudaSuccess ? ms / reps : -1.0;
 }
 

@@ -386,9 +386,9 @@ TEST(SpecRollback, DraftLookupProposesTheRepeatWithoutAPass) {
 TEST(NgramDrafter, FindsTheMostRecentLongestMatch) {
   const std::vector<TokenId> ctx = {5, 6, 7, 8, 9, 5, 6, 7, 1, 2, 3, 5, 6, 7};
   // Suffix (5, 6, 7) last occurred at 5..7 followed by 1, 2, 3.
-  EXPECT_EQ(NgramDrafter::Lookup(ctx, 3, 4, 1), (std::vector<TokenId>{1, 2, 3}));
-  EXPECT_EQ(NgramDrafter::Lookup(ctx, 8, 4, 1).size(), 6u);  // runs to the end of the context
-  EXPECT_TRUE(NgramDrafter::Lookup({1, 2, 3}, 4, 4, 1).empty());
+  EXPECT_EQ(PromptLookup(ctx, 3, 4, 1), (std::vector<TokenId>{1, 2, 3}));
+  EXPECT_EQ(PromptLookup(ctx, 8, 4, 1).size(), 6u);  // runs to the end of the context
+  EXPECT_TRUE(PromptLookup({1, 2, 3}, 4, 4, 1).empty());
 }
 
 TEST(SpecVocabulary, BadSpecsAreRefused) {
