@@ -4,7 +4,12 @@ set -euo pipefail
 pkgs=(build-essential cmake ninja-build ccache pkg-config git
       libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
       libabsl-dev prometheus-cpp-dev libgtest-dev libgmock-dev libbenchmark-dev
-      nlohmann-json3-dev libicu-dev python3 python3-grpcio python3-protobuf python3-yaml yamllint curl)
+      nlohmann-json3-dev libicu-dev python3 python3-grpcio python3-protobuf python3-yaml yamllint curl
+      prometheus python3-prometheus-client)
+# The deploy checks render the manifests with `kubectl kustomize`: Debian's
+# kubectl (kubernetes-client) unless a kubectl is already installed (another
+# package's /usr/bin/kubectl would conflict with it).
+command -v kubectl >/dev/null 2>&1 || pkgs+=(kubernetes-client)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

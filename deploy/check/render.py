@@ -1,86 +1,79 @@
-"""Check 2, render: every overlay (and base, and each component no overlay
-uses) with kustomize_lite; where kubectl exists also with `kubectl
-kustomize`, and the two must give the same objects."""
+"""Check 2, render: `kubectl kustomize` on the base, every overlay, and each
+folder under components/ that no overlay uses (CI has Debian 12's
+kubernetes-client, kubectl 1.20, whose kustomize v2 has no Components,
+`patches` or folders in `resources`: the kustomizations use `bases`,
+`patchesStrategicMerge` and `patchesJson6902`, which newer kustomize reads
+too)."""
 
 import os
+import re
 import shutil
 import subprocess
-import tempfile
 
 import yaml
 
-import kustomize_lite
 from report import K8S
 
 
-def overlay_dirs():
-    base = os.path.join(K8S, "base")
-    ov = os.path.join(K8S, "overlays")
-    return [base] + [os.path.join(ov, d) for d in sorted(os.listdir(ov))
-                     if os.path.isdir(os.path.join(ov, d)) and not d.startswith(".")]
+def _kustomization(folder):
+    with open(os.path.join(folder, "kustomization.yaml")) as f:
+        return yaml.safe_load(f) or {}
 
 
-def _components_used(folder, acc):
-    k = yaml.safe_load(open(kustomize_lite._kustomization_file(folder)))
-    for c in k.get("components", []) or []:
-        acc.add(os.path.realpath(os.path.join(folder, c)))
-    for r in k.get("resources", []) or []:
-        p = os.path.join(folder, r)
-        if os.path.isdir(p):
-            _components_used(p, acc)
+def _uses(folder, acc):
+    """Adds to acc every folder FOLDER's kustomization builds on, recursively."""
+    k = _kustomization(folder)
+    for entry in (k.get("bases") or []) + (k.get("resources") or []):
+        path = os.path.realpath(os.path.join(folder, entry))
+        if os.path.isdir(path) and path not in acc:
+            acc.add(path)
+            _uses(path, acc)
     return acc
 
 
-def render_all(report, kubectl):
-    print("== render (%s)" % ("kustomize_lite and " + kubectl if kubectl else
-                              "kustomize_lite; no kubectl, so no `kubectl kustomize` comparison"))
-    rendered = {}
-    dirs = overlay_dirs()
+def kustomizations():
+    """[(name, folder)]: base, overlays/*, and components/* no overlay uses."""
+    out = [("base", os.path.join(K8S, "base"))]
+    for top in ("overlays", "components"):
+        root = os.path.join(K8S, top)
+        out += [(top + "/" + d, os.path.join(root, d)) for d in sorted(os.listdir(root))
+                if os.path.isfile(os.path.join(root, d, "kustomization.yaml"))]
     used = set()
-    for d in dirs:
-        _components_used(d, used)
-    comp_root = os.path.join(K8S, "components")
-    scratch = None
-    unused = [os.path.join(comp_root, c) for c in sorted(os.listdir(comp_root))
-              if os.path.realpath(os.path.join(comp_root, c)) not in used]
-    if unused:
-        # An overlay of our own for each component no overlay includes, on
-        # top of gpu: it must live under deploy/k8s (kustomize's load rules).
-        scratch = tempfile.mkdtemp(prefix=".check-", dir=K8S)
-        for c in unused:
-            d = os.path.join(scratch, "gpu+" + os.path.basename(c))
-            os.makedirs(d)
-            with open(os.path.join(d, "kustomization.yaml"), "w") as f:
-                yaml.safe_dump({"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
-                                "resources": [os.path.relpath(os.path.join(K8S, "overlays", "gpu"), d)],
-                                "components": [os.path.relpath(c, d)]}, f)
-            dirs.append(d)
-    try:
-        for d in dirs:
-            name = os.path.basename(d) if not d.startswith(K8S + "/overlays") else "overlays/" + os.path.basename(d)
-            name = "base" if d.endswith("/base") else name
-            try:
-                objs = kustomize_lite.render(d)
-            except (kustomize_lite.KustomizeError, OSError, yaml.YAMLError) as e:
-                report.error(name, "render: %s" % e)
-                continue
-            if kubectl:
-                r = subprocess.run([kubectl, "kustomize", d], capture_output=True, text=True)
-                if r.returncode != 0:
-                    report.error(name, "kubectl kustomize: %s" % r.stderr.strip())
-                else:
-                    theirs = {kustomize_lite._key(o): o for o in yaml.safe_load_all(r.stdout) if o}
-                    mine = {kustomize_lite._key(o): o for o in objs}
-                    if theirs.keys() != mine.keys():
-                        report.error(name, "kubectl kustomize and kustomize_lite disagree on the objects: %s vs %s"
-                                     % (sorted(map(str, theirs.keys() - mine.keys())),
-                                        sorted(map(str, mine.keys() - theirs.keys()))))
-                    for key in theirs.keys() & mine.keys():
-                        if theirs[key] != mine[key]:
-                            report.error(name, "kubectl kustomize and kustomize_lite render %s differently" % (key,))
-            rendered[name] = objs
-            report.ok("%s: %d objects" % (name, len(objs)))
-    finally:
-        if scratch:
-            shutil.rmtree(scratch, ignore_errors=True)
+    for name, folder in out:
+        if name.startswith("overlays/"):
+            _uses(folder, used)
+    return [(n, f) for n, f in out if not (n.startswith("components/") and os.path.realpath(f) in used)]
+
+
+def render_all(report):
+    kubectl = shutil.which("kubectl")
+    version = ""
+    if kubectl:
+        r = subprocess.run([kubectl, "version", "--client"], capture_output=True, text=True)
+        m = re.search(r"v\d+\.\d+\.\d+", r.stdout)
+        version = " " + m.group() if m else ""
+    print("== render (kubectl%s kustomize)" % version)
+    if not kubectl:
+        report.missing("kubectl", "kubernetes-client", "no overlay was rendered or checked")
+    elif subprocess.run([kubectl, "kustomize", "--help"], capture_output=True).returncode != 0:
+        report.missing("kubectl kustomize", "kubernetes-client", "this kubectl has no `kustomize`")
+        kubectl = None
+    elif version and tuple(map(int, version[2:].split(".")[:2])) > (1, 20):
+        report.warn("kubectl", "%s is newer than CI's (Debian 12's kubernetes-client, 1.20, kustomize v2): "
+                               "what renders here may not render there" % version.strip())
+    rendered = {}
+    if not kubectl:
+        return rendered
+    for name, folder in kustomizations():
+        r = subprocess.run([kubectl, "kustomize", folder], capture_output=True, text=True)
+        if r.returncode != 0:
+            report.error(name, "kubectl kustomize: %s" % r.stderr.strip())
+            continue
+        try:
+            objs = [o for o in yaml.safe_load_all(r.stdout) if o]
+        except yaml.YAMLError as e:
+            report.error(name, "kubectl kustomize printed YAML that does not parse: %s" % e)
+            continue
+        rendered[name] = objs
+        report.ok("%s: %d objects" % (name, len(objs)))
     return rendered

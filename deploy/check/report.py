@@ -1,7 +1,9 @@
-"""Shared by the deploy/ checks: paths, constants and the Report that
-collects (and prints) failures, warnings and pending items."""
+"""Shared by the deploy/ checks: paths, constants, the Report that collects
+(and prints) failures, warnings and pending items, and find_tool for the
+standard tools they run (kubectl, yamllint, promtool, prometheus)."""
 
 import os
+import shutil
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEPLOY = os.path.dirname(HERE)
@@ -24,12 +26,15 @@ TARGET_LABELS = {"namespace", "pod", "instance", "job", "container", "service", 
 ENUM_LABELS = {"phase", "role", "position"}
 SYNTHETIC_METRICS = {"up", "scrape_duration_seconds", "scrape_samples_scraped", "scrape_series_added",
                      "scrape_samples_post_metric_relabeling"}
-MAX_LINE = 120
+# In CI (CI=true) a missing tool fails the check; elsewhere it is a warning
+# and the checks that need it do not run.
+IN_CI = os.environ.get("CI", "").lower() == "true"
 
 
 class Report:
     def __init__(self):
         self.errors, self.warnings, self.pending = [], [], []
+        self.missing_tools = []
 
     def error(self, where, msg):
         self.errors.append("%s: %s" % (where, msg))
@@ -39,6 +44,15 @@ class Report:
         self.warnings.append("%s: %s" % (where, msg))
         print("  warn %s: %s" % (where, msg))
 
+    def missing(self, what, package, skipped):
+        msg = "not installed (apt-get install %s): %s" % (package, skipped)
+        if package not in self.missing_tools:
+            self.missing_tools.append(package)
+        if IN_CI:
+            self.error(what, msg + " (CI=true: a missing tool is a failure)")
+        else:
+            self.warn(what, msg)
+
     def note_pending(self, where, msg):
         self.pending.append("%s: %s" % (where, msg))
         print("  PENDING %s: %s" % (where, msg))
@@ -46,6 +60,14 @@ class Report:
     @staticmethod
     def ok(msg):
         print("  ok   %s" % msg)
+
+
+def find_tool(report, name, package, skipped):
+    """The path of NAME on PATH, or None after reporting it missing."""
+    path = shutil.which(name)
+    if not path:
+        report.missing(name, package, skipped)
+    return path
 
 
 def rel(path):
