@@ -12,9 +12,9 @@
 #include <random>
 #include <vector>
 
-#include "common/cpu_matmul.h"
 #include "common/fp16.h"
 #include "kernels/cpu_attention.h"
+#include "kernels/cpu_matmul.h"
 
 namespace specserve {
 namespace {

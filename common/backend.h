@@ -1,5 +1,6 @@
 // The model runtime's one entry point for compute: a forward pass over a
-// ragged batch. CPU and CUDA implement it; everything above (draft service,
+// ragged batch. CPU and CUDA implement it (backends/, made by
+// backends/make_backend.h); everything above (draft service,
 // target service, the in-process speculative loop) only sees this.
 #pragma once
 
@@ -55,10 +56,5 @@ class Backend {
 // Checks a batch against the config and reserves KV slots for it; shared by
 // the backends so they refuse bad input identically.
 absl::Status PrepareBatch(absl::Span<const ForwardSeq> batch, const ModelConfig& c, KvPool& pool);
-
-absl::StatusOr<std::unique_ptr<Backend>> MakeCpuBackend(const Model& model, const BackendOptions& opts);
-// FAILED_PRECONDITION when the binary was built without CUDA or no device exists.
-absl::StatusOr<std::unique_ptr<Backend>> MakeCudaBackend(const Model& model, const BackendOptions& opts);
-absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(const Model& model, const BackendOptions& opts);
 
 }  // namespace specserve

@@ -12,6 +12,8 @@
 
 #include <cstdint>
 
+#include "spec/round.h"
+
 namespace specserve {
 
 class KPolicy {
@@ -29,7 +31,7 @@ class KPolicy {
   double VerifyCost(int32_t n) const;
 
   static constexpr int32_t kMin = 1;
-  static constexpr int32_t kMax = 16;
+  static constexpr int32_t kMax = kMaxRoundK;
 
  private:
   KPolicy(int32_t k, bool adaptive) : k_(k), adaptive_(adaptive) {}

@@ -7,10 +7,10 @@
 #include <vector>
 
 #include "common/backend.h"
+#include "coordinator/roles.h"
 #include "coordinator/round_loop.h"
-#include "coordinator/spec_api.h"
-#include "draft_service/draft_session.h"
-#include "target_service/target_session.h"
+#include "spec/draft_session.h"
+#include "spec/target_session.h"
 
 namespace specserve {
 

@@ -14,7 +14,7 @@
 #include <string>
 
 #include "coordinator/coordinator_metrics.h"
-#include "coordinator/spec_api.h"
+#include "coordinator/roles.h"
 
 namespace specserve {
 

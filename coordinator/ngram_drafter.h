@@ -7,7 +7,8 @@
 
 #include <vector>
 
-#include "coordinator/spec_api.h"
+#include "coordinator/roles.h"
+#include "spec/committed_sequence.h"
 
 namespace specserve {
 
@@ -18,14 +19,13 @@ class NgramDrafter final : public Drafter {
   absl::Status Open(const SessionSpec& spec) override;
   // Proposes up to k tokens; fewer (even none) when the context has no match.
   absl::StatusOr<Proposal> Propose(int64_t round, const std::optional<RoundResult>& last, int32_t k) override;
-  void Close() override { tokens_.clear(); }
+  void Close() override { seq_.Reset({}); }
   std::string kind() const override { return "ngram"; }
 
  private:
   int32_t max_ngram_, min_ngram_;
-  std::vector<TokenId> tokens_;  // committed sequence
+  CommittedSequence seq_;
   std::vector<TokenId> proposed_;
-  int64_t round_ = 0;
 };
 
 }  // namespace specserve

@@ -18,7 +18,7 @@
 
 #include <grpcpp/grpcpp.h>
 
-#include "coordinator/spec_api.h"
+#include "coordinator/roles.h"
 #include "specserve/v1/internal.grpc.pb.h"
 
 namespace specserve {

@@ -11,7 +11,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "coordinator/k_policy.h"
-#include "coordinator/spec_api.h"
+#include "coordinator/roles.h"
 
 namespace specserve {
 

@@ -15,8 +15,8 @@
 #include <memory>
 #include <utility>
 
-#include "draft_service/draft_session.h"
 #include "rpc/model_service.h"
+#include "spec/draft_session.h"
 #include "specserve/v1/internal.grpc.pb.h"
 
 namespace specserve {

@@ -1,6 +1,6 @@
 // Embedding lookup (a row gather) on the device: out[t] = table[ids[t]]
 // widened to fp32. The CPU backend's reference is DequantizeMatrixRow
-// (common/cpu_matmul.h) per token. The CUDA backend also uses it to gather
+// (kernels/cpu_matmul.h) per token. The CUDA backend also uses it to gather
 // the hidden rows whose logits are asked for (an fp32 "table").
 #pragma once
 

@@ -1,6 +1,6 @@
 // Y = X W^T through cuBLAS (cublasGemmEx: f16 operands, fp32 accumulation
 // and output) for f16 weights on the device and fp32 activations.
-// CPU reference: MatMul (common/cpu_matmul.h).
+// CPU reference: MatMul (kernels/cpu_matmul.h).
 //
 // cublasGemmEx needs both operands in one type, so the fp32 activations are
 // converted per call. kSplitF16 (the default) sends x as two f16 halves,

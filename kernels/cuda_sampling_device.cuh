@@ -1,5 +1,5 @@
 // Device-only helpers of the verify-and-resample kernel (kernels/cuda_verify.cu):
-// the recipe of common/sampling.cc on the device (rank keys, block argmax,
+// the recipe of spec/sampling.cc on the device (rank keys, block argmax,
 // ordered visits and sums, radix select, bitonic sort, the top-p cutoff, the
 // ordered draw), with the block shape and the shared memory they work in.
 // Included by cuda_verify.cu only; like the rest of that file, everything here
@@ -45,7 +45,7 @@ struct Shared {
   int argmax_i[kWarps];
 };
 
-// --- The recipe of common/sampling.cc, on the device ---------------------
+// --- The recipe of spec/sampling.cc, on the device ---------------------
 
 // The rank order as one integer: larger key ranks earlier (sampling.cc RankKey).
 __device__ __forceinline__ uint64_t RankKey(float logit, int32_t id) {

@@ -6,9 +6,9 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "common/rng.h"
 #include "common/status_macros.h"
 #include "kernels/cuda_sampling_device.cuh"
+#include "spec/rng.h"
 
 namespace specserve::cuda {
 namespace {

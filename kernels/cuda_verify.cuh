@@ -1,9 +1,9 @@
 // The verify-and-resample kernel: speculative sampling's accept / recover /
-// bonus step (common/verify.h) for a batch of sequences on the device, and
+// bonus step (spec/verify.h) for a batch of sequences on the device, and
 // with k = 0 plain sampling (SampleToken). It gives exactly the tokens of the
-// CPU reference Verify on the same inputs: the same recipe (common/sampling.h)
+// CPU reference Verify on the same inputs: the same recipe (spec/sampling.h)
 // step for step, glibc's expf bit for bit (kernels/glibc_expf.h), the same
-// Philox draws (common/rng.h), and the double sums in ascending token order
+// Philox draws (spec/rng.h), and the double sums in ascending token order
 // that the recipe fixes.
 //
 // Two kernels:
@@ -28,9 +28,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "common/sampling.h"
-#include "common/verify.h"
 #include "kernels/cuda_util.h"
+#include "spec/sampling.h"
+#include "spec/verify.h"
 
 namespace specserve::cuda {
 

@@ -2,7 +2,7 @@
 // variant its ifunc picks on every x86-64-v3 CPU), usable on the host and in
 // CUDA device code.
 //
-// Why: common/sampling.h fixes the arithmetic recipe of the target
+// Why: spec/sampling.h fixes the arithmetic recipe of the target
 // distribution (e_i = expf((logit_i - max) / temperature), double sums in
 // token order), and the CPU reference calls the C library's expf. CUDA's expf
 // differs from glibc's in the last ulp for some inputs, which would make the

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "backends/make_backend.h"
 #include "common/status_macros.h"
 #include "rpc/proto_convert.h"
 

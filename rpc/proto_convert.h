@@ -1,5 +1,5 @@
 // Conversions between the wire messages (proto/specserve/v1/internal.proto)
-// and the engine's structs (coordinator/spec_api.h, common/sampling.h,
+// and the engine's structs (spec/round.h, spec/sampling.h,
 // common/spm_tokenizer.h). Everything read off the wire is checked here for
 // shape (matching lengths); range checks stay with the engine
 // (ValidateSessionSpec, ValidateSparseDist), so both paths refuse alike.
@@ -8,7 +8,7 @@
 #include "absl/status/statusor.h"
 #include "common/bpe_tokenizer.h"
 #include "common/spm_tokenizer.h"
-#include "coordinator/spec_api.h"
+#include "spec/round.h"
 #include "specserve/v1/internal.pb.h"
 
 namespace specserve::rpc {

@@ -19,7 +19,6 @@
 #include <thread>
 
 #include "common/check.h"
-#include "common/verify.h"
 #include "rpc/admission.h"
 #include "rpc/batch_runner.h"
 #include "rpc/bidi_session.h"
@@ -28,6 +27,7 @@
 #include "rpc/service_metrics.h"
 #include "rpc/status_convert.h"
 #include "rpc/work_queue.h"
+#include "spec/round.h"
 
 namespace specserve::rpc {
 
@@ -79,7 +79,7 @@ class SessionService : public SessionSink<Req, Resp> {
     // plus a speculative block in flight and, on the draft, one more drafted
     // ahead of it (overlap).
     const int64_t positions = std::min<int64_t>(
-        config.n_ctx, static_cast<int64_t>(spec.prompt.size()) + spec.max_new_tokens + 2 * (kMaxVerifyK + 1));
+        config.n_ctx, static_cast<int64_t>(spec.prompt.size()) + spec.max_new_tokens + 2 * (kMaxRoundK + 1));
     const int32_t blocks = Admission::BlocksFor(positions, host_->backend->kv_pool().block_size());
     if (absl::Status s = admission_->Admit(blocks); !s.ok()) return Refuse(ToGrpc(s));
     Event e;

@@ -4,7 +4,7 @@
 //
 // A session: `open` -> prefill prompt[0..n-2] -> `opened`; then each
 // `verify` (round r, d1..dK, q1..qK) runs the pass over [pending, d1..dK],
-// the verify-and-resample rule (common/verify.h), rolls the KV cache back to
+// the verify-and-resample rule (spec/verify.h), rolls the KV cache back to
 // the committed sequence and answers (r, n accepted, next token).
 #pragma once
 
@@ -13,8 +13,8 @@
 #include <utility>
 
 #include "rpc/model_service.h"
+#include "spec/target_session.h"
 #include "specserve/v1/internal.grpc.pb.h"
-#include "target_service/target_session.h"
 
 namespace specserve {
 

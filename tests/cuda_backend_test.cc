@@ -14,6 +14,7 @@
 
 #include <gtest/gtest.h>
 
+#include "backends/make_backend.h"
 #include "common/backend.h"
 #include "common/weights.h"
 #include "kernels/glibc_expf.h"

@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include "backends/make_backend.h"
 #include "common/backend.h"
 #include "tests/test_paths.h"
 

@@ -11,11 +11,11 @@
 
 #include <gtest/gtest.h>
 
-#include "common/cpu_matmul.h"
 #include "common/fp16.h"
 #include "common/thread_pool.h"
 #include "common/weights.h"
 #include "kernels/cpu_attention.h"
+#include "kernels/cpu_matmul.h"
 #include "kernels/cpu_ops.h"
 #include "tests/backend_ops_harness.h"
 

@@ -1,5 +1,5 @@
 // The verify-and-resample kernel on every backend present against the CPU
-// reference (common/verify.h): random batches of cases whose tokens must agree
+// reference (spec/verify.h): random batches of cases whose tokens must agree
 // exactly. These are the AllOps/BackendOpsTest.MatchesCpuReference/
 // verify_resample_* cases; tests/cuda_ops_test.cc runs the float ops and
 // tests/backend_ops_harness.h is the harness.
@@ -12,9 +12,9 @@
 
 #include <gtest/gtest.h>
 
-#include "common/rng.h"
-#include "common/sampling.h"
-#include "common/verify.h"
+#include "spec/rng.h"
+#include "spec/sampling.h"
+#include "spec/verify.h"
 #include "tests/backend_ops_harness.h"
 
 #if defined(SPECSERVE_HAVE_CUDA)

@@ -28,10 +28,11 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include "backends/make_backend.h"
 #include "common/backend.h"
-#include "common/sampling.h"
 #include "common/weights.h"
 #include "grpc/health/v1/health.grpc.pb.h"
+#include "spec/sampling.h"
 #include "specserve/v1/generation.grpc.pb.h"
 #include "tests/test_paths.h"
 

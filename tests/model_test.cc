@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "backends/make_backend.h"
 #include "common/backend.h"
 #include "common/weights.h"
 #include "tests/test_models.h"

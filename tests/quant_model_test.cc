@@ -14,10 +14,10 @@
 #include <nlohmann/json.hpp>
 
 #include "common/backend.h"
-#include "common/cpu_matmul.h"
-#include "common/cpu_quant_dot.h"
 #include "common/fp16.h"
 #include "common/weights.h"
+#include "kernels/cpu_matmul.h"
+#include "kernels/cpu_quant_dot.h"
 #include "tests/gguf_writer.h"
 #include "tests/test_models.h"
 #include "tests/test_paths.h"

@@ -8,6 +8,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "backends/make_backend.h"
 #include "common/backend.h"
 #include "common/weights.h"
 #include "kernels/cpu_ops.h"

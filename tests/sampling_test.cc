@@ -1,5 +1,5 @@
-// Unit and statistical tests for common/rng.h and common/sampling.h.
-#include "common/sampling.h"
+// Unit and statistical tests for spec/rng.h and spec/sampling.h.
+#include "spec/sampling.h"
 
 #include <chrono>
 #include <cmath>
@@ -8,8 +8,8 @@
 #include <set>
 #include <vector>
 
-#include "common/rng.h"
 #include "gtest/gtest.h"
+#include "spec/rng.h"
 #include "tests/stats.h"
 
 namespace specserve {

@@ -8,10 +8,11 @@
 #include <nlohmann/json.hpp>
 
 #include "common/backend.h"
-#include "common/sampling.h"
 #include "coordinator/local_engines.h"
 #include "coordinator/ngram_drafter.h"
-#include "draft_service/draft_session.h"
+#include "spec/draft_session.h"
+#include "spec/prompt_lookup.h"
+#include "spec/sampling.h"
 #include "tests/test_models.h"
 #include "tests/test_paths.h"
 

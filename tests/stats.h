@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "common/sampling.h"
+#include "spec/sampling.h"
 
 namespace specserve::testing {
 

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
+#include "backends/make_backend.h"
 #include "tests/test_paths.h"
 
 namespace specserve::testing {

@@ -38,10 +38,10 @@
 #include <string>
 #include <vector>
 
-#include "common/rng.h"
-#include "common/sampling.h"
-#include "common/verify.h"
 #include "gtest/gtest.h"
+#include "spec/rng.h"
+#include "spec/sampling.h"
+#include "spec/verify.h"
 #include "tests/stats.h"
 
 namespace specserve {

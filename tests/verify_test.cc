@@ -1,14 +1,14 @@
-// Unit tests for common/verify.h: greedy rules, corner cases, input errors,
+// Unit tests for spec/verify.h: greedy rules, corner cases, input errors,
 // reproducibility and equality with plain decoding across round splits.
 // The distributional (slow) checks live in verify_stats_test.cc.
-#include "common/verify.h"
+#include "spec/verify.h"
 
 #include <cstdio>
 #include <functional>
 #include <vector>
 
-#include "common/rng.h"
 #include "gtest/gtest.h"
+#include "spec/rng.h"
 #include "tests/stats.h"
 
 namespace specserve {

@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "backends/make_backend.h"
 #include "common/backend.h"
 #include "common/cli_args.h"
 #include "common/status_macros.h"

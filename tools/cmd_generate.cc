@@ -7,14 +7,15 @@
 #include <iterator>
 #include <string>
 
+#include "backends/make_backend.h"
 #include "common/backend.h"
 #include "common/cli_args.h"
-#include "common/sampling.h"
-#include "common/thread_pool.h"
 #include "common/status_macros.h"
+#include "common/thread_pool.h"
 #include "common/tokenizer.h"
 #include "common/weights.h"
 #include "coordinator/local_engines.h"
+#include "spec/sampling.h"
 #include "tools/commands.h"
 
 namespace specserve::cli {

@@ -40,10 +40,10 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "common/cpu_matmul.h"
 #include "common/fp16.h"
 #include "common/thread_pool.h"
 #include "common/weights.h"
+#include "kernels/cpu_matmul.h"
 
 namespace specserve::inflate {
 

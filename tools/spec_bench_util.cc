@@ -6,8 +6,8 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
-#include "common/sampling.h"
 #include "common/status_macros.h"
+#include "spec/sampling.h"
 
 namespace specserve::cli {
 namespace {

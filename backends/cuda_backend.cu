@@ -1,5 +1,5 @@
 // The Llama forward pass on a CUDA device over a ragged batch, mirroring
-// common/cpu_backend.cc step for step: the kernels of this folder for the
+// backends/cpu_backend.cc step for step: the kernels of this folder for the
 // element-wise ops and attention, cuBLAS for the matrix products.
 //
 // - Weights are uploaded once: F16 matrices as stored; every other type
@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "backends/make_backend.h"
 #include "common/backend.h"
 #include "common/fp16.h"
 #include "common/status_macros.h"

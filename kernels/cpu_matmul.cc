@@ -1,4 +1,4 @@
-#include "common/cpu_matmul.h"
+#include "kernels/cpu_matmul.h"
 
 #include <immintrin.h>
 
@@ -7,8 +7,8 @@
 #include <algorithm>
 #include <vector>
 
-#include "common/cpu_quant_dot.h"
 #include "common/fp16.h"
+#include "kernels/cpu_quant_dot.h"
 
 namespace specserve {
 namespace {
@@ -132,7 +132,7 @@ void WidenF16Row(const uint16_t* src, float* dst, int64_t n) {
 
 void MatMulRows(const MatrixView& w, const float* x, int64_t T, float* y, int64_t r0, int64_t r1) {
   // Q8_0 blocks are widened in registers for up to 3 tokens (one pass over
-  // the weights, common/cpu_quant_dot.h); more tokens amortise a widened tile.
+  // the weights, kernels/cpu_quant_dot.h); more tokens amortise a widened tile.
   if (w.type == GgmlType::kQ8_0 && T <= 3) return MatMulQ8_0Rows(w, x, T, y, r0, r1);
   // One token: 8 rows at a time while the matrix sits in L2 (the FMA chains
   // are the limit); a matrix streamed from L3 or DRAM is limited by memory,

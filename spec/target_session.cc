@@ -1,32 +1,31 @@
-#include "target_service/target_session.h"
+#include "spec/target_session.h"
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "common/verify.h"
+#include "spec/verify.h"
 
 namespace specserve {
+
+static_assert(kMaxRoundK <= kMaxVerifyK, "the verify rule must take every round's block");
 
 absl::Status TargetSession::Open(const SessionSpec& spec, ForwardSeq* prefill) {
   if (open_) return absl::FailedPreconditionError("session already open");
   RETURN_IF_ERROR(ValidateSessionSpec(spec, config_));
   spec_ = spec;
-  tokens_ = spec.prompt;
+  seq_.Reset(spec.prompt);
   open_ = true;
-  round_ = 0;
-  *prefill = ForwardSeq{&kv_, absl::MakeConstSpan(tokens_.data(), tokens_.size() - 1), 0};
+  *prefill = ForwardSeq{&kv_, absl::MakeConstSpan(seq_.tokens().data(), seq_.size() - 1), 0};
   return absl::OkStatus();
 }
 
 absl::Status TargetSession::BeginVerify(int64_t round, const Proposal& p, ForwardSeq* pass) {
   if (!open_) return absl::FailedPreconditionError("session is not open");
   if (in_flight_) return absl::FailedPreconditionError("a verify pass is already in flight");
-  if (round != round_) {
-    return absl::FailedPreconditionError(absl::StrCat("round ", round, " refused: expected round ", round_));
-  }
+  RETURN_IF_ERROR(seq_.ExpectRound(round));
   const int32_t k = static_cast<int32_t>(p.tokens.size());
-  if (k > kMaxVerifyK || p.dists.size() != p.tokens.size()) {
+  if (k > kMaxRoundK || p.dists.size() != p.tokens.size()) {
     return absl::InvalidArgumentError(absl::StrCat("proposal of ", k, " tokens and ", p.dists.size(),
-                                                   " distributions (K must be <= ", kMaxVerifyK, " and match)"));
+                                                   " distributions (K must be <= ", kMaxRoundK, " and match)"));
   }
   if (committed_length() + k > config_.n_ctx) {
     return absl::InvalidArgumentError(absl::StrCat("K = ", k, " runs past the context of ", config_.n_ctx));
@@ -38,7 +37,7 @@ absl::Status TargetSession::BeginVerify(int64_t round, const Proposal& p, Forwar
     RETURN_IF_ERROR(ValidateSparseDist(p.dists[i], config_.vocab));
   }
   proposal_ = p;
-  feed_.assign(1, tokens_.back());
+  feed_.assign(1, seq_.pending());
   feed_.insert(feed_.end(), p.tokens.begin(), p.tokens.end());
   *pass = ForwardSeq{&kv_, feed_, k + 1};
   in_flight_ = true;
@@ -56,14 +55,12 @@ absl::StatusOr<RoundResult> TargetSession::FinishVerify(const float* logits) {
   in.draft_tokens = proposal_.tokens.data();
   in.draft_dists = proposal_.dists.data();
   in.params = spec_.target;
-  in.first_position = static_cast<uint64_t>(tokens_.size());
+  in.first_position = static_cast<uint64_t>(seq_.size());
   ASSIGN_OR_RETURN(VerifyResult v, Verify(in));
   // Keep pending, d1..dn in the cache; x becomes the new pending token.
-  const int32_t old_len = committed_length();
-  tokens_.insert(tokens_.end(), proposal_.tokens.begin(), proposal_.tokens.begin() + v.accepted);
-  tokens_.push_back(v.next_token);
-  pool_.Truncate(kv_, old_len + v.accepted);
-  return RoundResult{round_++, v.accepted, v.next_token};
+  pool_.Truncate(kv_, seq_.size() + v.accepted);
+  const int64_t round = seq_.Commit(absl::MakeConstSpan(proposal_.tokens).first(v.accepted), v.next_token);
+  return RoundResult{round, v.accepted, v.next_token};
 }
 
 void TargetSession::Close() {

@@ -1,4 +1,5 @@
 // Linked when the build has no CUDA toolkit: asking for CUDA fails clearly.
+#include "backends/make_backend.h"
 #include "common/backend.h"
 
 namespace specserve {

@@ -22,7 +22,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "common/sampling.h"
+#include "spec/sampling.h"
 
 namespace specserve {
 

@@ -1,4 +1,4 @@
-#include "common/verify.h"
+#include "spec/verify.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
-#include "common/rng.h"
 #include "common/status_macros.h"
+#include "spec/rng.h"
 
 namespace specserve {
 

@@ -7,11 +7,12 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "backends/make_backend.h"
 #include "common/backend.h"
-#include "common/cpu_matmul.h"
 #include "common/status_macros.h"
 #include "common/thread_pool.h"
 #include "kernels/cpu_attention.h"
+#include "kernels/cpu_matmul.h"
 #include "kernels/cpu_ops.h"
 
 namespace specserve {

@@ -1,4 +1,4 @@
-#include "common/sampling.h"
+#include "spec/sampling.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,7 +6,7 @@
 #include <functional>
 
 #include "absl/strings/str_format.h"
-#include "common/rng.h"
+#include "spec/rng.h"
 
 namespace specserve {
 namespace {

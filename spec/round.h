@@ -1,7 +1,5 @@
-// The two roles of speculative decoding as the round loop sees them. The
-// in-process engines (coordinator/local_engines.h) and the gRPC clients
-// (coordinator/remote_engines.h) implement these, so the loop in
-// coordinator/round_loop.h is the same code in one process and across three.
+// The round's types, shared by the draft and target sessions (spec/), the
+// wire conversion (rpc/) and the coordinator's loop.
 //
 // The round (DESIGN.md): both sides hold the committed sequence except its
 // last token, the pending one. Propose feeds pending and samples d1..dK;
@@ -17,9 +15,13 @@
 
 #include "absl/status/statusor.h"
 #include "common/model_config.h"
-#include "common/sampling.h"
+#include "spec/sampling.h"
 
 namespace specserve {
+
+// The most tokens one round may draft: the API's k, adaptive K's ceiling, and
+// what every session's KV reservation leaves room for.
+inline constexpr int32_t kMaxRoundK = 16;
 
 // The draft model's own sampling rule (DESIGN: it may truncate to its top-N
 // and its own top-p; q is sent exactly, so the output stays exact).
@@ -61,37 +63,5 @@ struct RoundResult {
 // INVALID_ARGUMENT naming what is wrong: empty prompt, ids outside the
 // vocabulary, prompt + max_new_tokens past the context, bad sampling rules.
 absl::Status ValidateSessionSpec(const SessionSpec& spec, const ModelConfig& config);
-
-// Prompt lookup (Saxena 2023): the tokens (at most k) that followed the most
-// recent earlier occurrence of the longest suffix of ctx of max_ngram down to
-// min_ngram tokens; empty when there is none.
-std::vector<TokenId> PromptLookup(const std::vector<TokenId>& ctx, int32_t k, int32_t max_ngram, int32_t min_ngram);
-
-class Drafter {
- public:
-  virtual ~Drafter() = default;
-  virtual absl::Status Open(const SessionSpec& spec) = 0;
-  // Applies `last` (the previous round's verdict; nullopt in round 0) and
-  // proposes k tokens for `round`. A stale or repeated round is refused with
-  // FAILED_PRECONDITION and changes nothing.
-  virtual absl::StatusOr<Proposal> Propose(int64_t round, const std::optional<RoundResult>& last,
-                                           int32_t k) = 0;
-  virtual void Close() = 0;
-  virtual std::string kind() const = 0;  // "model", "ngram"
-  // Overlap (DESIGN "Overlap"): called right after Propose, on another thread
-  // while the target verifies, to draft the next round on the guess that all
-  // of this one is accepted. The next Propose uses that block if the verdict
-  // matches the guess. Optional: the default does nothing.
-  virtual void PrepareAhead(int32_t k) {}
-};
-
-class Verifier {
- public:
-  virtual ~Verifier() = default;
-  virtual absl::Status Open(const SessionSpec& spec) = 0;
-  // Verifies `p` (K = p.tokens.size(), 0 allowed: a plain decoding step).
-  virtual absl::StatusOr<RoundResult> Verify(int64_t round, const Proposal& p) = 0;
-  virtual void Close() = 0;
-};
 
 }  // namespace specserve

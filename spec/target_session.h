@@ -9,7 +9,8 @@
 
 #include "absl/status/statusor.h"
 #include "common/backend.h"
-#include "coordinator/spec_api.h"
+#include "spec/committed_sequence.h"
+#include "spec/round.h"
 
 namespace specserve {
 
@@ -37,9 +38,9 @@ class TargetSession {
   void Close();  // returns every KV block; idempotent
 
   bool open() const { return open_; }
-  int64_t next_round() const { return round_; }
-  int32_t committed_length() const { return static_cast<int32_t>(tokens_.size()); }
-  const std::vector<TokenId>& committed() const { return tokens_; }
+  int64_t next_round() const { return seq_.next_round(); }
+  int32_t committed_length() const { return seq_.size(); }
+  const std::vector<TokenId>& committed() const { return seq_.tokens(); }
   const KvSeq& kv() const { return kv_; }
 
  private:
@@ -47,9 +48,8 @@ class TargetSession {
   const ModelConfig& config_;
   bool open_ = false;
   SessionSpec spec_;
-  std::vector<TokenId> tokens_;  // committed sequence, prompt included; back() is pending
-  KvSeq kv_;                     // holds tokens_[0 .. size-2]
-  int64_t round_ = 0;
+  CommittedSequence seq_;
+  KvSeq kv_;                     // holds the committed sequence but its pending token
   bool in_flight_ = false;
   Proposal proposal_;            // the round being verified
   std::vector<TokenId> feed_;    // [pending, d1..dK]

@@ -1,4 +1,4 @@
-#include "common/cpu_quant_dot.h"
+#include "kernels/cpu_quant_dot.h"
 
 #include <immintrin.h>
 

@@ -1,10 +1,11 @@
-#include "draft_service/draft_session.h"
+#include "spec/draft_session.h"
 
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "common/rng.h"
 #include "common/status_macros.h"
+#include "spec/prompt_lookup.h"
+#include "spec/rng.h"
 
 namespace specserve {
 
@@ -12,64 +13,50 @@ absl::Status DraftSession::Open(const SessionSpec& spec, ForwardSeq* prefill) {
   if (open_) return absl::FailedPreconditionError("session already open");
   RETURN_IF_ERROR(ValidateSessionSpec(spec, config_));
   spec_ = spec;
-  tokens_ = spec.prompt;
-  round_ = 0;
+  seq_.Reset(spec.prompt);
   proposal_ = {};
   ahead_ = ahead_ready_ = false;
   open_ = true;
-  *prefill = ForwardSeq{&kv_, absl::MakeConstSpan(tokens_.data(), tokens_.size() - 1), 0};
+  *prefill = ForwardSeq{&kv_, absl::MakeConstSpan(seq_.tokens().data(), seq_.size() - 1), 0};
   return absl::OkStatus();
 }
 
 absl::Status DraftSession::BeginPropose(int64_t round, const std::optional<RoundResult>& last, int32_t k) {
   if (!open_) return absl::FailedPreconditionError("session is not open");
-  if (round != round_) {
-    return absl::FailedPreconditionError(absl::StrCat("round ", round, " refused: expected round ", round_));
-  }
-  if (round > 0 && !last.has_value()) {
-    return absl::InvalidArgumentError(absl::StrCat("round ", round, " needs the verdict of round ", round - 1));
-  }
-  if (k < 0 || k > 64) return absl::InvalidArgumentError(absl::StrCat("K = ", k, " not in [0, 64]"));
-  if (last.has_value()) {
-    const int32_t proposed = static_cast<int32_t>(proposal_.tokens.size());
-    if (last->round != round - 1 || last->accepted < 0 || last->accepted > proposed ||
-        last->next_token < 0 || last->next_token >= config_.vocab) {
-      return absl::InvalidArgumentError(absl::StrCat("verdict (round ", last->round, ", accepted ", last->accepted,
-                                                     ", next ", last->next_token, ") does not fit round ", round - 1,
-                                                     " with ", proposed, " proposed tokens"));
-    }
-    const int32_t base = static_cast<int32_t>(tokens_.size());
+  RETURN_IF_ERROR(seq_.ExpectRound(round));
+  if (k < 0 || k > kMaxRoundK) return absl::InvalidArgumentError(absl::StrCat("K = ", k, " not in [0, ", kMaxRoundK, "]"));
+  const int32_t proposed = static_cast<int32_t>(proposal_.tokens.size());
+  RETURN_IF_ERROR(seq_.CheckVerdict(round, last, proposed, config_.vocab));
+  if (!last.has_value()) {
+    seq_.Skip();
+  } else {
+    const int32_t base = seq_.size();
     const bool guessed = ahead_ready_ && last->accepted == proposed && last->next_token == ahead_guess_ &&
                          k <= ahead_k_ && k > 0;
     ahead_ready_ = false;
     ahead_ = false;
+    seq_.Commit(absl::MakeConstSpan(proposal_.tokens).first(last->accepted), last->next_token);
     if (guessed) {
       // The block drafted ahead is exactly what this round would draft.
-      tokens_.insert(tokens_.end(), proposal_.tokens.begin(), proposal_.tokens.end());
-      tokens_.push_back(last->next_token);
       proposal_ = std::move(ahead_proposal_);
       proposal_.tokens.resize(k);
       proposal_.dists.resize(k);
       proposal_.drafted_ahead = true;
       steps_left_ = 0;
-      ++round_;
       return absl::OkStatus();
     }
-    tokens_.insert(tokens_.end(), proposal_.tokens.begin(), proposal_.tokens.begin() + last->accepted);
-    tokens_.push_back(last->next_token);
     // The cache may keep pending, d1..dn: positions [0, base + n).
     pool_.Truncate(kv_, std::min(kv_.length, base + last->accepted));
   }
-  if (static_cast<int64_t>(tokens_.size()) + k > config_.n_ctx) {
-    k = std::max(0, config_.n_ctx - static_cast<int32_t>(tokens_.size()));
+  if (static_cast<int64_t>(seq_.size()) + k > config_.n_ctx) {
+    k = std::max(0, config_.n_ctx - seq_.size());
   }
   proposal_ = {};
-  ++round_;
   if (spec_.draft.lookup_min_ngram > 0 && spec_.draft.temperature == 0 && k > 0) {
     // The longest match first (up to 4 tokens past the minimum), so a long
     // repeat wins over a short one.
     const int32_t min_n = spec_.draft.lookup_min_ngram;
-    std::vector<TokenId> cont = PromptLookup(tokens_, k, min_n + 4, min_n);
+    std::vector<TokenId> cont = PromptLookup(seq_.tokens(), k, min_n + 4, min_n);
     if (!cont.empty()) {
       for (TokenId t : cont) proposal_.dists.push_back(SparseDist{{t}, {1.0f}});
       proposal_.tokens = std::move(cont);
@@ -79,7 +66,7 @@ absl::Status DraftSession::BeginPropose(int64_t round, const std::optional<Round
     }
   }
   steps_left_ = k;
-  feed_.assign(tokens_.begin() + kv_.length, tokens_.end());
+  feed_.assign(seq_.tokens().begin() + kv_.length, seq_.tokens().end());
   return absl::OkStatus();
 }
 
@@ -95,7 +82,7 @@ void DraftSession::BeginAhead(int32_t k) {
   const int32_t n = static_cast<int32_t>(proposal_.tokens.size());
   // A looked-up proposal was never fed to the cache: nothing to draft on from.
   if (!open_ || n == 0 || k <= 0 || proposal_.looked_up ||
-      static_cast<int64_t>(tokens_.size()) + n + 1 + k > config_.n_ctx) {
+      static_cast<int64_t>(seq_.size()) + n + 1 + k > config_.n_ctx) {
     return;  // nothing to guess from, or no room: the next round drafts normally
   }
   ahead_ = true;
@@ -109,7 +96,7 @@ void DraftSession::BeginAhead(int32_t k) {
 void DraftSession::FinishStep(const float* logits) {
   if (ahead_) {
     // Positions continue past the proposal: the guess sits right after dK.
-    const uint64_t position = tokens_.size() + proposal_.tokens.size() + (ahead_guess_ < 0 ? 0 : 1) +
+    const uint64_t position = seq_.size() + proposal_.tokens.size() + (ahead_guess_ < 0 ? 0 : 1) +
                               ahead_proposal_.tokens.size();
     SparseDist q = DraftDistribution(logits, config_.vocab, spec_.draft.temperature, spec_.draft.top_n,
                                      spec_.draft.top_p);
@@ -124,8 +111,8 @@ void DraftSession::FinishStep(const float* logits) {
     if (--steps_left_ == 0) ahead_ready_ = true;
     return;
   }
-  // The token sampled now sits at absolute position tokens_.size() + (drafted so far).
-  const uint64_t position = tokens_.size() + proposal_.tokens.size();
+  // The token sampled now sits at absolute position (committed) + (drafted so far).
+  const uint64_t position = seq_.size() + proposal_.tokens.size();
   SparseDist q = DraftDistribution(logits, config_.vocab, spec_.draft.temperature, spec_.draft.top_n,
                                    spec_.draft.top_p);
   const float u = UniformFloat(spec_.target.seed, position, RngPurpose::kDraftSample);

@@ -10,7 +10,8 @@
 
 #include "absl/status/statusor.h"
 #include "common/backend.h"
-#include "coordinator/spec_api.h"
+#include "spec/committed_sequence.h"
+#include "spec/round.h"
 
 namespace specserve {
 
@@ -48,18 +49,17 @@ class DraftSession {
   void Close();
 
   bool open() const { return open_; }
-  int64_t next_round() const { return round_; }
+  int64_t next_round() const { return seq_.next_round(); }
   const KvSeq& kv() const { return kv_; }
-  const std::vector<TokenId>& committed() const { return tokens_; }
+  const std::vector<TokenId>& committed() const { return seq_.tokens(); }
 
  private:
   KvPool& pool_;
   const ModelConfig& config_;
   bool open_ = false;
   SessionSpec spec_;
-  std::vector<TokenId> tokens_;  // committed sequence; back() is pending
-  KvSeq kv_;                     // a prefix of tokens_ + proposal
-  int64_t round_ = 0;            // the round the next BeginPropose must carry
+  CommittedSequence seq_;        // next_round(): the round the next BeginPropose must carry
+  KvSeq kv_;                     // a prefix of the committed sequence + proposal
   Proposal proposal_;            // the last proposal (kept to apply its verdict)
   int32_t steps_left_ = 0;
   std::vector<TokenId> feed_;    // tokens of the next step's pass

@@ -1,6 +1,6 @@
 // Sampling rules: logits in, a distribution or a token out. Sampling never
 // touches the model (STYLE 4); the same functions serve plain decoding, the
-// draft's proposals and the verifier (common/verify.h).
+// draft's proposals and the verifier (spec/verify.h).
 //
 // One total order is used wherever tokens are ranked: by logit descending,
 // then by token id ascending ("before" means earlier in this order). NaN
@@ -31,7 +31,7 @@ struct SamplingParams {
   float temperature = 0.0f;  // >= 0, finite
   int32_t top_k = 0;         // 0 = off; k >= vocab is also off
   float top_p = 1.0f;        // (0, 1]; 1 = off
-  uint64_t seed = 0;         // keys every random draw (common/rng.h)
+  uint64_t seed = 0;         // keys every random draw (spec/rng.h)
 };
 
 // INVALID_ARGUMENT naming the field when a value is out of range.

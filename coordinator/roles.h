@@ -1,0 +1,43 @@
+// The two roles of speculative decoding as the round loop sees them. The
+// in-process engines (coordinator/local_engines.h) and the gRPC clients
+// (coordinator/remote_engines.h) implement these, so the loop in
+// coordinator/round_loop.h is the same code in one process and across three.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "spec/round.h"
+
+namespace specserve {
+
+class Drafter {
+ public:
+  virtual ~Drafter() = default;
+  virtual absl::Status Open(const SessionSpec& spec) = 0;
+  // Applies `last` (the previous round's verdict; nullopt in round 0) and
+  // proposes k tokens for `round`. A stale or repeated round is refused with
+  // FAILED_PRECONDITION and changes nothing.
+  virtual absl::StatusOr<Proposal> Propose(int64_t round, const std::optional<RoundResult>& last,
+                                           int32_t k) = 0;
+  virtual void Close() = 0;
+  virtual std::string kind() const = 0;  // "model", "ngram"
+  // Overlap (DESIGN "Overlap"): called right after Propose, on another thread
+  // while the target verifies, to draft the next round on the guess that all
+  // of this one is accepted. The next Propose uses that block if the verdict
+  // matches the guess. Optional: the default does nothing.
+  virtual void PrepareAhead(int32_t k) {}
+};
+
+class Verifier {
+ public:
+  virtual ~Verifier() = default;
+  virtual absl::Status Open(const SessionSpec& spec) = 0;
+  // Verifies `p` (K = p.tokens.size(), 0 allowed: a plain decoding step).
+  virtual absl::StatusOr<RoundResult> Verify(int64_t round, const Proposal& p) = 0;
+  virtual void Close() = 0;
+};
+
+}  // namespace specserve

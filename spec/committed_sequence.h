@@ -1,0 +1,56 @@
+// The committed sequence, as every role holds it (the draft session, the
+// target session, the n-gram drafter): the prompt and every verified token.
+// Its last token is the pending one: committed, not yet fed to any model.
+// Each round moves it forward by one verdict (docs/round_protocol.md):
+// d1..d_accepted of that round's proposal, then next_token.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "spec/round.h"
+
+namespace specserve {
+
+class CommittedSequence {
+ public:
+  // Starts at round 0 with `prompt` (at least one token; its last is pending).
+  void Reset(std::vector<TokenId> prompt) {
+    tokens_ = std::move(prompt);
+    round_ = 0;
+  }
+
+  // FAILED_PRECONDITION unless `round` is the one this side expects next
+  // (a stale or repeated round changes nothing).
+  absl::Status ExpectRound(int64_t round) const;
+
+  // INVALID_ARGUMENT unless `last` is the verdict of round - 1 on a block of
+  // `proposed` tokens: present for every round but 0, accepting 0..proposed,
+  // with a next token inside the vocabulary.
+  absl::Status CheckVerdict(int64_t round, const std::optional<RoundResult>& last, int32_t proposed,
+                            int32_t vocab) const;
+
+  // Commits d1..dn (`accepted`, a prefix of the round's proposal) and `next`,
+  // and moves on to the next round; returns the round just finished.
+  int64_t Commit(absl::Span<const TokenId> accepted, TokenId next) {
+    tokens_.insert(tokens_.end(), accepted.begin(), accepted.end());
+    tokens_.push_back(next);
+    return round_++;
+  }
+  // A round that commits nothing of its own (the draft's first proposal).
+  int64_t Skip() { return round_++; }
+
+  const std::vector<TokenId>& tokens() const { return tokens_; }
+  int32_t size() const { return static_cast<int32_t>(tokens_.size()); }
+  TokenId pending() const { return tokens_.back(); }
+  int64_t next_round() const { return round_; }
+
+ private:
+  std::vector<TokenId> tokens_;  // back() is pending
+  int64_t round_ = 0;
+};
+
+}  // namespace specserve
