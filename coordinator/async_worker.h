@@ -1,5 +1,5 @@
 // One background thread that runs one task at a time: the draft's
-// look-ahead while the target verifies (DESIGN "Overlap").
+// look-ahead while the target verifies (docs/round_protocol.md "Overlap").
 #pragma once
 
 #include <condition_variable>

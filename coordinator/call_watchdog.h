@@ -3,8 +3,8 @@
 // limits and cancels the context of a call that overstays, so its blocked
 // Read returns. Used for the draft service: a draft that is slow (a stopped
 // or overloaded process, a network partition) must not hold the request up;
-// the request falls back to n-gram drafting, still exact (DESIGN "Failure
-// behaviour").
+// the request falls back to n-gram drafting, still exact (docs/failure_behaviour.md
+// "Draft failure").
 #pragma once
 
 #include <chrono>

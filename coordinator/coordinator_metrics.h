@@ -1,4 +1,4 @@
-// The coordinator's Prometheus metrics (DESIGN "Metrics"), registered once
+// The coordinator's Prometheus metrics (docs/metrics.md "Coordinator"), registered once
 // with cached handles. Names are fixed: the Grafana dashboard (deploy/)
 // reads them. Labels stay low-cardinality: status codes, drafter kinds,
 // draft positions 1..16, phases, fallback reasons.

@@ -22,7 +22,7 @@ struct CoordinatorOptions {
   int max_stop_bytes = 256;   // per stop string
   // A draft call slower than this counts as a draft failure (0: no limit).
   std::chrono::milliseconds draft_timeout{2000};
-  // Draft service: draft the next block while the target verifies (DESIGN "Overlap").
+  // Draft service: draft the next block while the target verifies (docs/round_protocol.md).
   bool overlap = true;
   // DraftRule::lookup_min_ngram of every session (greedy drafts only; 0: off).
   int draft_lookup = 2;

@@ -24,7 +24,7 @@ class Drafter {
                                            int32_t k) = 0;
   virtual void Close() = 0;
   virtual std::string kind() const = 0;  // "model", "ngram"
-  // Overlap (DESIGN "Overlap"): called right after Propose, on another thread
+  // Overlap (docs/round_protocol.md "Overlap"): called right after Propose, on another thread
   // while the target verifies, to draft the next round on the guess that all
   // of this one is accepted. The next Propose uses that block if the verdict
   // matches the guess. Optional: the default does nothing.

@@ -1,4 +1,4 @@
-// One request's speculative decoding loop (DESIGN "The round"), the same
+// One request's speculative decoding loop (docs/round_protocol.md "The round"), the same
 // code whether the drafter and verifier are in this process or behind gRPC.
 #pragma once
 
@@ -27,7 +27,7 @@ struct LoopOptions {
   // or nullptr for plain target decoding. Output stays exact either way.
   std::function<std::unique_ptr<Drafter>()> make_fallback;
   // Draft the next round on a second thread while the target verifies
-  // (DESIGN "Overlap"). Needs a drafter and target that may run concurrently
+  // (docs/round_protocol.md "Overlap"). Needs a drafter and target that may run concurrently
   // (separate backends and cores); output is identical either way.
   bool overlap = false;
 };

@@ -1,4 +1,4 @@
-// Admission control for a service (DESIGN "Admission"): a session is let in
+// Admission control for a service (docs/services.md "Admission"): a session is let in
 // only if the session limit and the KV pool can hold it to its end, so a
 // running session never runs out of blocks. Each session is charged, at
 // open, the blocks its longest possible sequence needs

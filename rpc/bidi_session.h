@@ -2,7 +2,7 @@
 // and target services: a grpc::ServerBidiReactor that only forwards what it
 // reads to a SessionSink (which enqueues for the scheduler thread) and writes
 // what the scheduler sends through a StreamHandle. No callback here blocks
-// (STYLE 8: per-call state in the reactor, never block in a callback).
+// (docs/style.md "gRPC services": per-call state in the reactor, never block in a callback).
 //
 // Life of a stream: the first message must be `open`; the sink admits or
 // refuses it at once. Every later message goes to the sink in order. The

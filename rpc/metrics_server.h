@@ -1,6 +1,6 @@
 // One Prometheus registry per process and, when a port is given, the pull
 // exposer serving it at http://HOST:PORT/metrics (prometheus-cpp). Metrics
-// are registered once at start and their handles cached (STYLE 9).
+// are registered once at start and their handles cached (docs/style.md "Metrics").
 #pragma once
 
 #include <memory>

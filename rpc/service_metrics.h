@@ -1,4 +1,4 @@
-// The metrics every model service exports (DESIGN "Metrics"), each with a
+// The metrics every model service exports (docs/metrics.md "Services"), each with a
 // constant label role="draft" or role="target" so one dashboard serves both.
 // Updated only by the scheduler thread, read by the exposer's thread
 // (prometheus-cpp metrics are thread-safe).

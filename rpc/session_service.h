@@ -1,7 +1,7 @@
 // The skeleton both model services share: session admission on the gRPC
 // thread, then one scheduler thread that owns the backend, the KV pool and
 // every session, takes all queued events at once and runs one batched pass
-// per iteration (DESIGN "Inside a service"). A role (draft or target)
+// per iteration (docs/services.md "Inside a service"). A role (draft or target)
 // supplies its per-session State and four hooks; everything about streams,
 // limits, closing and metrics lives here once.
 //

@@ -1,6 +1,6 @@
 // absl::Status <-> grpc::Status. The two share their canonical code numbers
 // (both follow google.rpc.Code), so a code chosen for what the caller should
-// do (STYLE 7) crosses the wire unchanged.
+// do (docs/style.md "Errors") crosses the wire unchanged.
 #pragma once
 
 #include <string>

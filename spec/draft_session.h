@@ -36,7 +36,7 @@ class DraftSession {
   // The finished proposal (a copy: the next verdict refers to it).
   Proposal TakeProposal();
 
-  // Overlap (DESIGN "Overlap"): while the target verifies the proposal just
+  // Overlap (docs/round_protocol.md "Overlap"): while the target verifies the proposal just
   // taken, draft the next round on the guess that all of it is accepted and
   // the bonus token is the draft's own next sample. Runs as steps like a
   // proposal. If the verdict matches the guess, the next BeginPropose (with

@@ -1,7 +1,7 @@
 // The round's types, shared by the draft and target sessions (spec/), the
 // wire conversion (rpc/) and the coordinator's loop.
 //
-// The round (DESIGN.md): both sides hold the committed sequence except its
+// The round (docs/round_protocol.md): both sides hold the committed sequence except its
 // last token, the pending one. Propose feeds pending and samples d1..dK;
 // Verify runs the target over [pending, d1..dK] and returns how many were
 // accepted (n) and the next token x; the draft hears (n, x) with the next
@@ -23,7 +23,7 @@ namespace specserve {
 // what every session's KV reservation leaves room for.
 inline constexpr int32_t kMaxRoundK = 16;
 
-// The draft model's own sampling rule (DESIGN: it may truncate to its top-N
+// The draft model's own sampling rule (docs/exact_verification.md: it may truncate to its top-N
 // and its own top-p; q is sent exactly, so the output stays exact).
 struct DraftRule {
   float temperature = 0.0f;             // 0: greedy draft, one-hot q

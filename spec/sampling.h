@@ -1,5 +1,5 @@
 // Sampling rules: logits in, a distribution or a token out. Sampling never
-// touches the model (STYLE 4); the same functions serve plain decoding, the
+// touches the model (docs/style.md "Sampling"); the same functions serve plain decoding, the
 // draft's proposals and the verifier (spec/verify.h).
 //
 // One total order is used wherever tokens are ranked: by logit descending,
@@ -91,7 +91,7 @@ struct SparseDist {
 };
 
 // The largest number of entries a draft distribution carries by default
-// (DESIGN: the draft truncates to its top-N, N <= 64).
+// (docs/exact_verification.md: the draft truncates to its top-N, N <= 64).
 inline constexpr int32_t kDefaultDraftTopN = 64;
 
 // The draft's own rule: keep the top_n tokens (order above, top_n clamped to

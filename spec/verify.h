@@ -14,7 +14,7 @@
 // probability, sum_x min(p(x), q(x)) = 1 - TV(p, q).
 //
 // One pure function over (target logits, draft tokens, draft distributions,
-// seeded draws) (STYLE 5). The CUDA verify-and-resample kernel mirrors the
+// seeded draws) (docs/style.md "Verification"). The CUDA verify-and-resample kernel mirrors the
 // helpers below; its parity test compares against Verify.
 #pragma once
 
@@ -26,7 +26,7 @@
 
 namespace specserve {
 
-// The longest block one Verify call accepts (DESIGN: K is small; 64 bounds
+// The longest block one Verify call accepts (docs/round_protocol.md: K is small; 64 bounds
 // the target pass and the message size).
 inline constexpr int32_t kMaxVerifyK = 64;
 

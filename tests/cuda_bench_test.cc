@@ -1,6 +1,6 @@
 // GPU benchmark, run by bench/gpu.sh (SPECSERVE_BENCH=1); skipped otherwise
-// and where there is no CUDA device. It measures what DESIGN.md's physics
-// section is about, on synthetic models with the matrix shapes of
+// and where there is no CUDA device. It measures what docs/performance_model.md
+// is about, on synthetic models with the matrix shapes of
 // Llama-3.1-8B and Llama-3.2-1B (random f16 weights: timing does not depend
 // on the values) and on the real small models:
 //   - device copy bandwidth and the decode floor (weight bytes / bandwidth),
@@ -62,7 +62,7 @@ std::vector<TokenId> PlainGreedy(Backend& t, const std::vector<TokenId>& prompt,
   return out;
 }
 
-// Greedy speculative decoding as in DESIGN.md's round (no overlap: draft and
+// Greedy speculative decoding as in docs/round_protocol.md "The round" (no overlap: draft and
 // target take turns on one device): the draft proposes K tokens, the target
 // verifies [pending, d1..dK] in one pass, both roll back to the committed
 // length. Returns the first n tokens; *acceptance = accepted / proposed.

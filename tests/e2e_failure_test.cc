@@ -1,4 +1,4 @@
-// Failure behaviour of the three processes (DESIGN "Failure behaviour"):
+// Failure behaviour of the three processes (docs/failure_behaviour.md):
 // bad requests, limits, a draft or target dying mid-request, cancellation,
 // deadlines and SIGTERM draining. Where timing matters a process is paused
 // with SIGSTOP, so the event lands mid-request on a slow machine too.
