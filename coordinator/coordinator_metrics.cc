@@ -56,11 +56,15 @@ CoordinatorMetrics::CoordinatorMetrics(prometheus::Registry& r)
   }
 }
 
-void CoordinatorMetrics::ObserveRound(const std::string& drafter, int k, int accepted) {
+void CoordinatorMetrics::ObserveRound(const RoundRecord& r) {
+  round_verify.Observe(r.verify_seconds);
+  round_network.Observe(r.network_seconds);
+  if (r.drafter != "none") round_draft.Observe(r.draft_seconds);
+  const int k = r.drafted, accepted = r.accepted;
   speculation_k.Set(k);
   if (k <= 0) return;
-  Proposed(drafter).Increment(k);
-  Accepted(drafter).Increment(accepted);
+  Proposed(r.drafter).Increment(k);
+  Accepted(r.drafter).Increment(accepted);
   accepted_length_.Observe(accepted);
   for (int i = 0; i < std::min(k, kMaxPosition); ++i) {
     position_proposed_[i]->Increment();

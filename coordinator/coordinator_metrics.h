@@ -13,6 +13,8 @@
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 
+#include "coordinator/round_loop.h"
+
 namespace specserve {
 
 class CoordinatorMetrics {
@@ -35,14 +37,16 @@ class CoordinatorMetrics {
 
   // specserve_requests_total{status}: status is a lowercase gRPC code name.
   prometheus::Counter& Requests(const std::string& status) { return requests_.Add({{"status", status}}); }
-  // specserve_draft_tokens_{proposed,accepted}_total{drafter}: "model", "ngram".
+  // specserve_draft_tokens_{proposed,accepted}_total{drafter}: "model", "lookup", "ngram".
   prometheus::Counter& Proposed(const std::string& drafter) { return proposed_.Add({{"drafter", drafter}}); }
   prometheus::Counter& Accepted(const std::string& drafter) { return accepted_.Add({{"drafter", drafter}}); }
-  // specserve_drafter_fallbacks_total{reason}: "open_error", "propose_error", "no_draft_service".
+  // specserve_drafter_fallbacks_total{reason}: "open_error", "propose_error", "timeout",
+  // "no_draft_service" (a cancelled request is not a draft failure and is not counted).
   prometheus::Counter& Fallbacks(const std::string& reason) { return fallbacks_.Add({{"reason", reason}}); }
 
-  // One verified round: k drafted (by `drafter`), `accepted` of them taken.
-  void ObserveRound(const std::string& drafter, int k, int accepted);
+  // One verified round: its tokens by drafter and position, its K, and its
+  // time by phase.
+  void ObserveRound(const RoundRecord& r);
 
   prometheus::Counter& generated_tokens;        // specserve_generated_tokens_total
   prometheus::Histogram& round_draft;           // specserve_round_duration_seconds{phase="draft"}

@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "coordinator/ngram_drafter.h"
+#include "coordinator/drafters.h"
 
 namespace specserve {
 namespace {
@@ -77,24 +77,18 @@ absl::StatusOr<RoundResult> LocalVerifier::Verify(int64_t round, const Proposal&
   return r;
 }
 
-absl::StatusOr<DrafterKind> ParseDrafterKind(const std::string& s) {
-  if (s == "model") return DrafterKind::kModel;
-  if (s == "ngram") return DrafterKind::kNgram;
-  if (s == "none") return DrafterKind::kNone;
-  return absl::InvalidArgumentError(absl::StrCat("unknown drafter '", s, "' (model, ngram or none)"));
-}
-
-absl::StatusOr<LoopStats> GenerateInProcess(Backend& target, Backend* draft, DrafterKind kind,
+absl::StatusOr<LoopStats> GenerateInProcess(Backend& target, Backend* draft, v1::Drafter kind,
                                             const SessionSpec& spec, LoopOptions& opts) {
-  LocalVerifier verifier(target);
-  std::unique_ptr<Drafter> drafter;
-  if (kind == DrafterKind::kModel) {
-    if (draft == nullptr) return absl::InvalidArgumentError("drafter 'model' needs a draft model");
-    drafter = std::make_unique<LocalDrafter>(*draft);
-  } else if (kind == DrafterKind::kNgram) {
-    drafter = std::make_unique<NgramDrafter>();
+  if (kind == v1::DRAFTER_MODEL && draft == nullptr) {
+    return absl::InvalidArgumentError("drafter 'model' needs a draft model");
   }
-  if (!opts.make_fallback) opts.make_fallback = [] { return std::make_unique<NgramDrafter>(); };
+  LocalVerifier verifier(target);
+  bool model_missing = false;
+  std::unique_ptr<Drafter> drafter =
+      MakeDrafter(kind, [&] { return std::make_unique<LocalDrafter>(*draft); }, &model_missing);
+  if (!opts.make_fallback) {
+    opts.make_fallback = [](const absl::Status&, bool) { return MakeFallbackDrafter(); };
+  }
   return RunSpeculative(spec, drafter.get(), verifier, opts);
 }
 

@@ -20,7 +20,7 @@ class LocalDrafter final : public Drafter {
   absl::Status Open(const SessionSpec& spec) override;
   absl::StatusOr<Proposal> Propose(int64_t round, const std::optional<RoundResult>& last, int32_t k) override;
   void Close() override { session_.Close(); }
-  std::string kind() const override { return "model"; }
+  v1::Drafter kind() const override { return v1::DRAFTER_MODEL; }
   void PrepareAhead(int32_t k) override;
   const DraftSession& session() const { return session_; }
 
@@ -44,12 +44,10 @@ class LocalVerifier final : public Verifier {
   std::vector<float> logits_;
 };
 
-enum class DrafterKind { kModel, kNgram, kNone };
-absl::StatusOr<DrafterKind> ParseDrafterKind(const std::string& s);  // "model", "ngram", "none"
-
 // One request, in process: verifies on `target`, drafts on `draft` (needed
-// for kModel only). A model drafter that fails falls back to the n-gram one.
-absl::StatusOr<LoopStats> GenerateInProcess(Backend& target, Backend* draft, DrafterKind kind,
+// for DRAFTER_MODEL only). A model drafter that fails falls back to the
+// n-gram one.
+absl::StatusOr<LoopStats> GenerateInProcess(Backend& target, Backend* draft, v1::Drafter kind,
                                             const SessionSpec& spec, LoopOptions& opts);
 
 }  // namespace specserve

@@ -20,7 +20,7 @@ class NgramDrafter final : public Drafter {
   // Proposes up to k tokens; fewer (even none) when the context has no match.
   absl::StatusOr<Proposal> Propose(int64_t round, const std::optional<RoundResult>& last, int32_t k) override;
   void Close() override { seq_.Reset({}); }
-  std::string kind() const override { return "ngram"; }
+  v1::Drafter kind() const override { return v1::DRAFTER_NGRAM; }
 
  private:
   int32_t max_ngram_, min_ngram_;

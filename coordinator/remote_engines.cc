@@ -65,21 +65,29 @@ absl::StatusOr<Resp> SyncSession<Req, Resp>::Call(const Req& req) {
   // Armed for the whole exchange (write, the pending `opened`, the answer).
   struct Limit {
     uint64_t ticket = 0;
+    std::chrono::steady_clock::time_point when = std::chrono::steady_clock::time_point::max();
     ~Limit() {
       if (ticket) CallWatchdog::Get().Disarm(ticket);
     }
   } limit;
   if (opts_.call_timeout.count() > 0) {
-    limit.ticket = CallWatchdog::Get().Arm(ctx_.get(), std::chrono::steady_clock::now() + opts_.call_timeout);
+    limit.when = std::chrono::steady_clock::now() + opts_.call_timeout;
+    limit.ticket = CallWatchdog::Get().Arm(ctx_.get(), limit.when);
   }
-  if (!stream_->Write(req)) return Broken("write");
+  // A call the watchdog cut is a slow service, not a cancelled request.
+  auto broken = [&](const char* what) {
+    absl::Status s = Broken(what);
+    if (std::chrono::steady_clock::now() < limit.when || opts_.cancel->cancelled()) return s;
+    return absl::DeadlineExceededError(absl::StrCat(what, ": no answer within ", opts_.call_timeout.count(), " ms"));
+  };
+  if (!stream_->Write(req)) return broken("write");
   Resp resp;
   if (awaiting_opened_) {
-    if (!stream_->Read(&resp)) return Broken("open");
+    if (!stream_->Read(&resp)) return broken("open");
     if (!resp.has_opened()) return absl::InternalError("service did not acknowledge open");
     awaiting_opened_ = false;
   }
-  if (!stream_->Read(&resp)) return Broken("read");
+  if (!stream_->Read(&resp)) return broken("read");
   return resp;
 }
 

@@ -97,7 +97,8 @@ class RemoteDrafter final : public Drafter {
   absl::Status Open(const SessionSpec& spec) override;
   absl::StatusOr<Proposal> Propose(int64_t round, const std::optional<RoundResult>& last, int32_t k) override;
   void Close() override { session_.Close(); }
-  std::string kind() const override { return "model"; }
+  v1::Drafter kind() const override { return v1::DRAFTER_MODEL; }
+  bool remote() const override { return true; }
   // Overlap: asks the draft service to draft the next block now (no answer;
   // runs on the loop's second thread while this stream is otherwise idle).
   void PrepareAhead(int32_t k) override;

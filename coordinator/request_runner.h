@@ -9,24 +9,12 @@
 
 #include "absl/status/statusor.h"
 #include "coordinator/coordinator_metrics.h"
+#include "coordinator/request_plan.h"
 #include "coordinator/remote_engines.h"
 #include "coordinator/upstreams.h"
 #include "specserve/v1/generation.pb.h"
 
 namespace specserve {
-
-struct CoordinatorOptions {
-  int default_k = 4;          // -1: adaptive
-  int default_max_tokens = 128;
-  int max_stop_strings = 16;
-  int max_stop_bytes = 256;   // per stop string
-  // A draft call slower than this counts as a draft failure (0: no limit).
-  std::chrono::milliseconds draft_timeout{2000};
-  // Draft service: draft the next block while the target verifies (docs/round_protocol.md).
-  bool overlap = true;
-  // DraftRule::lookup_min_ngram of every session (greedy drafts only; 0: off).
-  int draft_lookup = 2;
-};
 
 struct RequestContext {
   Upstreams* upstreams = nullptr;

@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "spec/round.h"
+#include "specserve/v1/generation.pb.h"
 
 namespace specserve {
 
@@ -23,7 +24,10 @@ class Drafter {
   virtual absl::StatusOr<Proposal> Propose(int64_t round, const std::optional<RoundResult>& last,
                                            int32_t k) = 0;
   virtual void Close() = 0;
-  virtual std::string kind() const = 0;  // "model", "ngram"
+  virtual v1::Drafter kind() const = 0;  // DRAFTER_MODEL or DRAFTER_NGRAM (coordinator/drafters.h)
+  // True when Propose crosses the network: its Proposal.compute_seconds is
+  // the service's own time, and the rest of the call is transport.
+  virtual bool remote() const { return false; }
   // Overlap (docs/round_protocol.md "Overlap"): called right after Propose, on another thread
   // while the target verifies, to draft the next round on the guess that all
   // of this one is accepted. The next Propose uses that block if the verdict

@@ -5,6 +5,7 @@
 
 #include "common/status_macros.h"
 #include "coordinator/async_worker.h"
+#include "coordinator/drafters.h"
 
 namespace specserve {
 namespace {
@@ -12,129 +13,172 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double Since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-// The drafter in use, with its own round numbering (a fallback starts at 0).
-struct DraftState {
-  Drafter* drafter = nullptr;
-  std::unique_ptr<Drafter> owned;  // the fallback, once made
-  int64_t round = 0;
-  std::optional<RoundResult> last;
-};
+// One request's loop state: the committed sequence as emitted, the drafter in
+// use with its own round numbering (a fallback starts again at round 0), and
+// the statistics built from the round records.
+class Loop {
+ public:
+  Loop(const SessionSpec& spec, Drafter* drafter, Verifier& verifier, LoopOptions& opts)
+      : spec_(spec), verifier_(verifier), opts_(opts), drafter_(drafter), sequence_(spec.prompt) {
+    if (opts.overlap) ahead_ = std::make_unique<AsyncWorker>();
+  }
 
-}  // namespace
-
-absl::StatusOr<LoopStats> RunSpeculative(const SessionSpec& spec, Drafter* drafter, Verifier& verifier,
-                                         LoopOptions& opts) {
-  const auto t_start = Clock::now();
-  LoopStats st;
-  RETURN_IF_ERROR(verifier.Open(spec));
-  std::vector<TokenId> sequence = spec.prompt;  // committed so far
-  DraftState ds;
-  ds.drafter = drafter;
-
-  auto fall_back = [&]() {
-    if (ds.drafter) ds.drafter->Close();
-    ++st.fallbacks;
-    ds.owned = opts.make_fallback ? opts.make_fallback() : nullptr;
-    ds.drafter = ds.owned.get();
-    ds.round = 0;
-    ds.last.reset();
-    if (ds.drafter) {
-      SessionSpec resumed = spec;
-      resumed.prompt = sequence;
-      resumed.max_new_tokens = std::max(0, spec.max_new_tokens - static_cast<int32_t>(st.generated));
-      if (!ds.drafter->Open(resumed).ok()) {
-        ds.owned.reset();
-        ds.drafter = nullptr;
+  absl::StatusOr<LoopStats> Run() {
+    RETURN_IF_ERROR(verifier_.Open(spec_));
+    if (drafter_) {
+      if (absl::Status s = drafter_->Open(spec_); !s.ok()) FallBack(s, /*at_open=*/true);
+    }
+    while (st_.generated < spec_.max_new_tokens) {
+      RoundRecord rec;
+      Proposal proposal = Propose(rec);
+      ASSIGN_OR_RETURN(RoundResult verdict, Verify(proposal, rec));
+      st_.Add(rec);
+      opts_.k.Observe(rec.drafted, rec.accepted, rec.draft_wall, rec.verify_wall);
+      if (opts_.on_round) opts_.on_round(rec);
+      if (!Emit(proposal, verdict)) {
+        st_.finish_reason = "stop";
+        break;
       }
     }
-  };
-  if (ds.drafter && !ds.drafter->Open(spec).ok()) fall_back();
+    if (st_.finish_reason.empty()) st_.finish_reason = "length";
+    if (drafter_) drafter_->Close();
+    verifier_.Close();
+    st_.total_seconds = Since(t_start_);
+    return st_;
+  }
 
-  std::unique_ptr<AsyncWorker> ahead;
-  if (opts.overlap) ahead = std::make_unique<AsyncWorker>();
-  int64_t round = 0;
-  while (st.generated < spec.max_new_tokens) {
-    const int64_t remaining = spec.max_new_tokens - st.generated;
+ private:
+  int64_t remaining() const { return spec_.max_new_tokens - st_.generated; }
+
+  // Replaces a failed drafter; the replacement resumes from the committed
+  // sequence with what is left of the budget.
+  void FallBack(const absl::Status& why, bool at_open) {
+    if (drafter_) drafter_->Close();
+    ++st_.fallbacks;
+    owned_ = opts_.make_fallback ? opts_.make_fallback(why, at_open) : nullptr;
+    drafter_ = owned_.get();
+    draft_round_ = 0;
+    last_.reset();
+    if (!drafter_) return;
+    SessionSpec resumed = spec_;
+    resumed.prompt = sequence_;
+    resumed.max_new_tokens = std::max<int64_t>(0, remaining());
+    if (!drafter_->Open(resumed).ok()) {
+      owned_.reset();
+      drafter_ = nullptr;
+    }
+  }
+
+  // Called even with k = 0 so the drafter hears every verdict in order. A
+  // failed drafter is replaced and the replacement proposes this round.
+  Proposal Propose(RoundRecord& rec) {
     // A round commits at most k + 1 tokens; drafting past the budget is waste.
-    int32_t k = ds.drafter ? static_cast<int32_t>(std::min<int64_t>(opts.k.Next(), remaining - 1)) : 0;
+    rec.k = drafter_ ? static_cast<int32_t>(std::min<int64_t>(opts_.k.Next(), remaining() - 1)) : 0;
     Proposal proposal;
-    bool proposed = false;
-    double draft_s = 0;
-    // Called even with k = 0 so the drafter hears every verdict in order. A
-    // failed drafter is replaced and the replacement proposes this round.
-    for (int attempt = 0; ds.drafter && !proposed && attempt < 2; ++attempt) {
+    proposed_ = false;
+    double compute = 0;
+    for (int attempt = 0; drafter_ && !proposed_ && attempt < 2; ++attempt) {
       const auto t0 = Clock::now();
-      absl::StatusOr<Proposal> p = ds.drafter->Propose(ds.round, ds.last, k);
-      draft_s += Since(t0);
-      if (p.ok()) {
-        proposal = std::move(*p);
-        st.draft_compute_seconds += proposal.compute_seconds;
-        st.ahead_hits += proposal.drafted_ahead;
-        ++ds.round;
-        proposed = true;
-      } else {
-        fall_back();
+      absl::StatusOr<Proposal> p = drafter_->Propose(draft_round_, last_, rec.k);
+      rec.draft_wall += Since(t0);
+      if (!p.ok()) {
+        FallBack(p.status(), /*at_open=*/false);
+        continue;
       }
+      proposal = std::move(*p);
+      proposed_ = true;
+      ++draft_round_;
+      compute = drafter_->remote() ? std::min(rec.draft_wall, proposal.compute_seconds) : rec.draft_wall;
+      rec.drafter = proposal.looked_up ? "lookup" : DrafterName(drafter_->kind());
     }
-    st.draft_seconds += draft_s;
-    const int32_t drafted = static_cast<int32_t>(proposal.tokens.size());
-    const auto t1 = Clock::now();
-    if (ahead && proposed && drafted > 0) {
-      Drafter* d = ds.drafter;
-      const int32_t next_k = static_cast<int32_t>(std::min<int64_t>(opts.k.Next(), remaining - drafted - 2));
-      ahead->Start([d, next_k] { d->PrepareAhead(next_k); });
+    rec.drafted = static_cast<int32_t>(proposal.tokens.size());
+    rec.drafted_ahead = proposal.drafted_ahead;
+    rec.draft_seconds = compute;
+    rec.network_seconds = rec.draft_wall - compute;
+    if (ahead_ && proposed_ && rec.drafted > 0) {
+      Drafter* d = drafter_;
+      const int32_t next_k = static_cast<int32_t>(std::min<int64_t>(opts_.k.Next(), remaining() - rec.drafted - 2));
+      ahead_->Start([d, next_k] { d->PrepareAhead(next_k); });
     }
-    absl::StatusOr<RoundResult> verified = verifier.Verify(round, proposal);
-    if (ahead) ahead->Wait();
-    RETURN_IF_ERROR(verified.status());
-    RoundResult r = *verified;
-    const double verify_s = Since(t1);
-    st.verify_seconds += verify_s;
-    st.verify_compute_seconds += r.compute_seconds;
-    if (proposed) ds.last = RoundResult{ds.round - 1, r.accepted, r.next_token};
-    opts.k.Observe(drafted, r.accepted, draft_s, verify_s);
-    if (opts.on_round) opts.on_round(drafted, r.accepted);
-    st.last_k = k;
-    ++st.rounds;
-    ++round;
-    st.drafted += drafted;
-    st.accepted += r.accepted;
-    if (static_cast<int32_t>(st.drafted_at.size()) < drafted) {
-      st.drafted_at.resize(drafted);
-      st.accepted_at.resize(drafted);
-    }
-    for (int32_t i = 0; i < drafted; ++i) {
-      ++st.drafted_at[i];
-      st.accepted_at[i] += i < r.accepted;
-    }
-    if (static_cast<int32_t>(st.accepted_hist.size()) <= r.accepted) st.accepted_hist.resize(r.accepted + 1);
-    ++st.accepted_hist[r.accepted];
+    return proposal;
+  }
 
-    std::vector<TokenId> emitted(proposal.tokens.begin(), proposal.tokens.begin() + r.accepted);
-    emitted.push_back(r.next_token);
+  absl::StatusOr<RoundResult> Verify(const Proposal& proposal, RoundRecord& rec) {
+    const auto t0 = Clock::now();
+    absl::StatusOr<RoundResult> verdict = verifier_.Verify(round_, proposal);
+    if (ahead_) ahead_->Wait();
+    RETURN_IF_ERROR(verdict.status());
+    rec.verify_wall = Since(t0);
+    rec.accepted = verdict->accepted;
+    rec.verify_seconds = std::min(rec.verify_wall, verdict->compute_seconds);
+    rec.network_seconds += rec.verify_wall - rec.verify_seconds;
+    if (proposed_) last_ = RoundResult{draft_round_ - 1, verdict->accepted, verdict->next_token};
+    ++round_;
+    return verdict;
+  }
+
+  // Emits d1..dn and the next token, cut at a stop token and the budget.
+  // False when the request ends here.
+  bool Emit(const Proposal& proposal, const RoundResult& verdict) {
+    std::vector<TokenId> emitted(proposal.tokens.begin(), proposal.tokens.begin() + verdict.accepted);
+    emitted.push_back(verdict.next_token);
     bool stop = false;
     for (size_t i = 0; i < emitted.size(); ++i) {
-      if (std::find(opts.stop_tokens.begin(), opts.stop_tokens.end(), emitted[i]) != opts.stop_tokens.end()) {
+      if (std::find(opts_.stop_tokens.begin(), opts_.stop_tokens.end(), emitted[i]) != opts_.stop_tokens.end()) {
         emitted.resize(i);
         stop = true;
         break;
       }
     }
-    if (static_cast<int64_t>(emitted.size()) > remaining) emitted.resize(remaining);
-    sequence.insert(sequence.end(), emitted.begin(), emitted.end());
-    if (st.generated == 0) st.first_token_seconds = Since(t_start);
-    st.generated += static_cast<int64_t>(emitted.size());
-    if (!emitted.empty() && opts.on_tokens && !opts.on_tokens(emitted)) stop = true;
-    if (stop) {
-      st.finish_reason = "stop";
-      break;
-    }
+    if (static_cast<int64_t>(emitted.size()) > remaining()) emitted.resize(remaining());
+    sequence_.insert(sequence_.end(), emitted.begin(), emitted.end());
+    if (st_.generated == 0) st_.first_token_seconds = Since(t_start_);
+    st_.generated += static_cast<int64_t>(emitted.size());
+    if (!emitted.empty() && opts_.on_tokens && !opts_.on_tokens(emitted)) stop = true;
+    return !stop;
   }
-  if (st.finish_reason.empty()) st.finish_reason = "length";
-  if (ds.drafter) ds.drafter->Close();
-  verifier.Close();
-  st.total_seconds = Since(t_start);
-  return st;
+
+  const Clock::time_point t_start_ = Clock::now();
+  const SessionSpec& spec_;
+  Verifier& verifier_;
+  LoopOptions& opts_;
+  Drafter* drafter_;
+  std::unique_ptr<Drafter> owned_;  // the fallback, once made
+  std::unique_ptr<AsyncWorker> ahead_;
+  std::vector<TokenId> sequence_;   // committed so far
+  int64_t round_ = 0;               // the verifier's round
+  int64_t draft_round_ = 0;         // the drafter's round
+  std::optional<RoundResult> last_; // the verdict the drafter hears next
+  bool proposed_ = false;           // this round has a proposal
+  LoopStats st_;
+};
+
+}  // namespace
+
+void LoopStats::Add(const RoundRecord& r) {
+  ++rounds;
+  last_k = r.k;
+  drafted += r.drafted;
+  accepted += r.accepted;
+  ahead_hits += r.drafted_ahead;
+  draft_seconds += r.draft_seconds;
+  verify_seconds += r.verify_seconds;
+  network_seconds += r.network_seconds;
+  if (static_cast<int32_t>(drafted_at.size()) < r.drafted) {
+    drafted_at.resize(r.drafted);
+    accepted_at.resize(r.drafted);
+  }
+  for (int32_t i = 0; i < r.drafted; ++i) {
+    ++drafted_at[i];
+    accepted_at[i] += i < r.accepted;
+  }
+  if (static_cast<int32_t>(accepted_hist.size()) <= r.accepted) accepted_hist.resize(r.accepted + 1);
+  ++accepted_hist[r.accepted];
+}
+
+absl::StatusOr<LoopStats> RunSpeculative(const SessionSpec& spec, Drafter* drafter, Verifier& verifier,
+                                         LoopOptions& opts) {
+  return Loop(spec, drafter, verifier, opts).Run();
 }
 
 }  // namespace specserve

@@ -15,17 +15,36 @@
 
 namespace specserve {
 
+// What one round did, timed once by the loop. The request's statistics
+// (LoopStats), the coordinator's metrics and adaptive K are all built from
+// these records.
+struct RoundRecord {
+  std::string drafter = "none";  // "model", "lookup" (a looked-up block), "ngram", "none"
+  int32_t k = 0;                 // asked of the drafter
+  int32_t drafted = 0;           // proposed and verified
+  int32_t accepted = 0;
+  bool drafted_ahead = false;    // the block was drafted during the previous verify
+  // Wall seconds of the Propose and Verify calls as the loop saw them.
+  double draft_wall = 0, verify_wall = 0;
+  // The round in phases: "draft" and "verify" are the time the engines
+  // report for their call (queueing and compute; the whole call for a drafter
+  // in this process), "network" the rest of the two calls' wall time
+  // (transport, serialisation, the coordinator's own overhead).
+  double draft_seconds = 0, verify_seconds = 0, network_seconds = 0;
+};
+
 struct LoopOptions {
   KPolicy k = KPolicy::Fixed(4);
   std::vector<TokenId> stop_tokens;  // end of sequence: not emitted, finish "stop"
   // Receives each round's committed tokens (already cut at a stop token or
   // the budget). Returning false ends the request (stop string, client gone).
   std::function<bool(absl::Span<const TokenId>)> on_tokens;
-  // Observes each round before its tokens are cut: K drafted, n accepted.
-  std::function<void(int32_t drafted, int32_t accepted)> on_round;
-  // Called when the drafter fails; returns a replacement (the n-gram drafter)
-  // or nullptr for plain target decoding. Output stays exact either way.
-  std::function<std::unique_ptr<Drafter>()> make_fallback;
+  // Observes each verified round, before its tokens are cut.
+  std::function<void(const RoundRecord&)> on_round;
+  // Called when the drafter fails to open (`at_open`) or to propose, with
+  // its error; returns a replacement (the n-gram drafter) or nullptr for
+  // plain target decoding. Output stays exact either way.
+  std::function<std::unique_ptr<Drafter>(const absl::Status& why, bool at_open)> make_fallback;
   // Draft the next round on a second thread while the target verifies
   // (docs/round_protocol.md "Overlap"). Needs a drafter and target that may run concurrently
   // (separate backends and cores); output is identical either way.
@@ -39,8 +58,8 @@ struct LoopStats {
   int64_t accepted = 0;
   std::vector<int64_t> drafted_at, accepted_at;  // per draft position (0 = d1)
   std::vector<int64_t> accepted_hist;            // rounds by accepted length
-  double draft_seconds = 0, verify_seconds = 0;  // wall time in Propose / Verify
-  double draft_compute_seconds = 0, verify_compute_seconds = 0;  // as the engines report
+  // Sums of the rounds' phases (RoundRecord).
+  double draft_seconds = 0, verify_seconds = 0, network_seconds = 0;
   double first_token_seconds = 0;
   double total_seconds = 0;
   int32_t fallbacks = 0;
@@ -48,6 +67,7 @@ struct LoopStats {
   int32_t last_k = 0;
   std::string finish_reason;  // "stop" (EOS / stop string / caller), "length"
 
+  void Add(const RoundRecord& r);
   double acceptance_rate() const { return drafted ? static_cast<double>(accepted) / drafted : 0; }
   double tokens_per_pass() const { return rounds ? static_cast<double>(generated) / rounds : 0; }
 };

@@ -305,7 +305,7 @@ TEST(E2eFailureTest, SlowDraftFallsBackAfterItsTimeout) {
   ASSERT_TRUE(r.status.ok()) << r.status.error_message() << c.Logs();
   EXPECT_EQ(r.ids, Reference(kTokens));
   EXPECT_GE(r.final.stats().fallbacks(), 1);
-  EXPECT_GE(Metric(Scrape(c.coordinator_metrics), "specserve_drafter_fallbacks_total", {"reason=\"propose_error\""}),
+  EXPECT_GE(Metric(Scrape(c.coordinator_metrics), "specserve_drafter_fallbacks_total", {"reason=\"timeout\""}),
             1);
   c.draft->Signal(SIGCONT);
   // The session the coordinator abandoned is freed once the draft runs again.

@@ -41,7 +41,7 @@ Golden LoadGolden() {
   return g;
 }
 
-std::vector<TokenId> Decode(Engine& target, Engine* draft, DrafterKind kind, const std::vector<TokenId>& prompt,
+std::vector<TokenId> Decode(Engine& target, Engine* draft, v1::Drafter kind, const std::vector<TokenId>& prompt,
                          int max_new, KPolicy k, LoopStats* stats = nullptr, SamplingParams sp = {},
                          bool overlap = false, int lookup = 0) {
   SessionSpec spec;
@@ -81,20 +81,20 @@ TEST_P(GreedyIdentity, EqualsPlainGreedyForEveryKAndDrafter) {
   int64_t drafted = 0, accepted = 0;
   for (size_t i = 0; i < g.prompts.size(); ++i) {
     const auto& want = g.greedy.at(GetParam())[i];
-    EXPECT_EQ(Decode(target, nullptr, DrafterKind::kNone, g.prompts[i], 32, KPolicy::Fixed(0)), want) << "plain, prompt " << i;
+    EXPECT_EQ(Decode(target, nullptr, v1::DRAFTER_NONE, g.prompts[i], 32, KPolicy::Fixed(0)), want) << "plain, prompt " << i;
     for (const KPolicy& k : ks) {
-      for (DrafterKind kind : {DrafterKind::kModel, DrafterKind::kNgram}) {
+      for (v1::Drafter kind : {v1::DRAFTER_MODEL, v1::DRAFTER_NGRAM}) {
         LoopStats st;
         EXPECT_EQ(Decode(target, &draft, kind, g.prompts[i], 32, k, &st), want)
             << "prompt " << i << " K " << (k.adaptive() ? "adaptive" : std::to_string(k.Next()))
-            << " drafter " << (kind == DrafterKind::kModel ? "model" : "ngram");
-        if (kind == DrafterKind::kModel) {
+            << " drafter " << (kind == v1::DRAFTER_MODEL ? "model" : "ngram");
+        if (kind == v1::DRAFTER_MODEL) {
           drafted += st.drafted;
           accepted += st.accepted;
         }
       }
       // The model drafter with prompt lookup (no draft pass for looked-up blocks).
-      EXPECT_EQ(Decode(target, &draft, DrafterKind::kModel, g.prompts[i], 32, k, nullptr, {}, false, 2), want)
+      EXPECT_EQ(Decode(target, &draft, v1::DRAFTER_MODEL, g.prompts[i], 32, k, nullptr, {}, false, 2), want)
           << "prompt " << i << " K " << (k.adaptive() ? "adaptive" : std::to_string(k.Next())) << " lookup 2";
     }
   }
@@ -117,10 +117,10 @@ TEST(GreedyIdentityQuantized, Q4KMTargetWithQ8Draft) {
   Engine target = Load(tp);
   Engine draft = Load(dp);
   for (size_t i = 0; i < g.prompts.size(); ++i) {
-    const auto plain = Decode(target, nullptr, DrafterKind::kNone, g.prompts[i], 48, KPolicy::Fixed(0));
+    const auto plain = Decode(target, nullptr, v1::DRAFTER_NONE, g.prompts[i], 48, KPolicy::Fixed(0));
     ASSERT_EQ(plain.size(), 48u);
     for (const KPolicy& k : {KPolicy::Fixed(4), KPolicy::Adaptive()}) {
-      EXPECT_EQ(Decode(target, &draft, DrafterKind::kModel, g.prompts[i], 48, k), plain) << "prompt " << i;
+      EXPECT_EQ(Decode(target, &draft, v1::DRAFTER_MODEL, g.prompts[i], 48, k), plain) << "prompt " << i;
     }
   }
 }
@@ -139,8 +139,8 @@ TEST(SpecOverlap, SameOutputAsSequential) {
       sp.seed = seed;
       for (int k : {1, 4}) {
         LoopStats st;
-        const auto seq = Decode(target, &draft, DrafterKind::kModel, prompt, 80, KPolicy::Fixed(k), nullptr, sp);
-        EXPECT_EQ(Decode(target, &draft, DrafterKind::kModel, prompt, 80, KPolicy::Fixed(k), &st, sp, true), seq)
+        const auto seq = Decode(target, &draft, v1::DRAFTER_MODEL, prompt, 80, KPolicy::Fixed(k), nullptr, sp);
+        EXPECT_EQ(Decode(target, &draft, v1::DRAFTER_MODEL, prompt, 80, KPolicy::Fixed(k), &st, sp, true), seq)
             << "T " << temperature << " seed " << seed << " K " << k;
         lookahead_rounds += st.ahead_hits;
       }
@@ -174,7 +174,8 @@ TEST(SpecRollback, BothSidesRollBackAndNothingLeaks) {
     LoopOptions opts;
     opts.k = rep % 3 == 0 ? KPolicy::Adaptive() : KPolicy::Fixed(1 + rep % 8);
     int64_t committed = static_cast<int64_t>(spec.prompt.size());
-    opts.on_round = [&](int32_t drafted, int32_t acc) {
+    opts.on_round = [&](const RoundRecord& r) {
+      const int32_t drafted = r.drafted, acc = r.accepted;
       // The draft hears this verdict with the next Propose: its committed view
       // lags one round and its cache holds at most what it fed this round.
       EXPECT_EQ(static_cast<int64_t>(drafter.session().committed().size()), committed);
@@ -217,11 +218,12 @@ TEST(SpecAcceptance, GreedyAcceptanceEqualsTeacherForcedAgreement) {
       out.insert(out.end(), t.begin(), t.end());
       return true;
     };
-    opts.on_round = [&](int32_t drafted, int32_t acc) {
+    opts.on_round = [&](const RoundRecord& r) {
+      const int32_t drafted = r.drafted, acc = r.accepted;
       compared.push_back({committed, std::min(drafted, acc + 1)});
       committed += acc + 1;
     };
-    auto st = GenerateInProcess(*target.backend, draft.backend.get(), DrafterKind::kModel, spec, opts);
+    auto st = GenerateInProcess(*target.backend, draft.backend.get(), v1::DRAFTER_MODEL, spec, opts);
     ASSERT_TRUE(st.ok());
     // Teacher forcing: the draft's argmax at every position of prompt + out.
     std::vector<TokenId> seq = prompt;
@@ -263,7 +265,7 @@ TEST(SpecSampling, FirstTokenFollowsTargetDistribution) {
   std::map<TokenId, int> counts;
   for (int s = 0; s < n; ++s) {
     sp.seed = 1000 + s;
-    counts[Decode(target, &draft, DrafterKind::kModel, prompt, 2, KPolicy::Fixed(3), nullptr, sp).at(0)]++;
+    counts[Decode(target, &draft, v1::DRAFTER_MODEL, prompt, 2, KPolicy::Fixed(3), nullptr, sp).at(0)]++;
   }
   double chi2 = 0;
   int dof = -1;

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,7 @@
 #include "common/cli_args.h"
 #include "common/status_macros.h"
 #include "common/weights.h"
+#include "tools/command_flags.h"
 #include "tools/commands.h"
 
 namespace specserve::cli {
@@ -106,8 +108,9 @@ int Bench(int argc, char** argv) {
   args.Flag("prompt-len", "256", "prefill length");
   args.Flag("depth", "430", "context depth for the deep decode and verify figures");
   args.Flag("json", "", "also write the results as JSON to this file");
-  if (auto s = args.Parse(argc, argv, 2); !s.ok()) return std::fprintf(stderr, "%s\n", s.ToString().c_str()), 2;
-  if (args.help()) return std::puts(args.HelpText().c_str()), 0;
+  if (std::optional<int> done = ParseCommandFlags(args, argc, argv, "bench", {.name_in_flag_errors = false})) {
+    return *done;
+  }
   auto plen = args.Int("prompt-len", 1, 1000);
   auto depth = args.Int("depth", 1, 900);
   if (!plen.ok() || !depth.ok()) return std::fprintf(stderr, "bad --prompt-len or --depth\n"), 2;

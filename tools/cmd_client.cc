@@ -1,12 +1,11 @@
 // `specserve client`: one request to a running coordinator. The text streams
 // to stdout as rounds commit it; the request's statistics go to stderr.
 #include <cstdio>
-#include <iostream>
-#include <iterator>
 #include <string>
 
 #include "common/cli_args.h"
 #include "common/status_macros.h"
+#include "tools/command_flags.h"
 #include "tools/commands.h"
 #include "tools/coordinator_client.h"
 
@@ -16,10 +15,7 @@ namespace {
 absl::Status Run(const CliArgs& args) {
   ASSIGN_OR_RETURN(v1::GenerateRequest req, RequestFromFlags(args));
   ASSIGN_OR_RETURN(double timeout_s, args.Double("timeout", 0.001, 86400));
-  std::string prompt = args.Str("prompt");
-  if (!args.Given("prompt")) {
-    prompt.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
-  }
+  const std::string prompt = PromptFromFlags(args);
   req.set_text(prompt);
   auto stub = ConnectCoordinator(args.Str("coordinator"));
   std::fputs(prompt.c_str(), stdout);
@@ -37,22 +33,10 @@ absl::Status Run(const CliArgs& args) {
 int Client(int argc, char** argv) {
   CliArgs args("usage: specserve client --coordinator HOST:PORT [--prompt TEXT | < prompt.txt] [flags]");
   args.Flag("coordinator", "127.0.0.1:50051", "the coordinator's public gRPC address");
-  args.Flag("prompt", "", "prompt text (read from stdin when absent)");
+  AddPromptFlag(args);
   args.Flag("timeout", "120", "deadline of the request, seconds");
   AddRequestFlags(args);
-  if (auto s = args.Parse(argc, argv, 2); !s.ok()) {
-    std::fprintf(stderr, "specserve client: %s\n", s.ToString().c_str());
-    return 2;
-  }
-  if (args.help()) {
-    std::fputs(args.HelpText().c_str(), stdout);
-    return 0;
-  }
-  if (absl::Status s = Run(args); !s.ok()) {
-    std::fprintf(stderr, "specserve client: %s\n", s.ToString().c_str());
-    return 1;
-  }
-  return 0;
+  return RunCommand(args, argc, argv, "client", Run, {.blank_line_after_help = false});
 }
 
 }  // namespace specserve::cli

@@ -1,11 +1,11 @@
 // `specserve generate`: the local main job. Plain decoding on one model, or
 // speculative decoding with a draft model or the n-gram drafter, in one
 // process; text streams to stdout as tokens are committed.
-#include <chrono>
+#include <algorithm>
 #include <cstdio>
-#include <iostream>
-#include <iterator>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "backends/make_backend.h"
 #include "common/backend.h"
@@ -14,78 +14,77 @@
 #include "common/thread_pool.h"
 #include "common/tokenizer.h"
 #include "common/weights.h"
+#include "coordinator/drafters.h"
 #include "coordinator/local_engines.h"
 #include "spec/sampling.h"
+#include "tools/command_flags.h"
 #include "tools/commands.h"
 
 namespace specserve::cli {
 namespace {
 
-constexpr const char* kDrafterNames[] = {"model", "ngram", "none"};
-
-absl::Status Run(const CliArgs& args) {
-  ASSIGN_OR_RETURN(auto model, Model::Load(args.Str("model")));
-  ASSIGN_OR_RETURN(auto tok, Tokenizer::FromGguf(*model->file));
+// --model on --backend; with the CPU backend one pool of --threads, which the
+// draft shares unless --overlap.
+struct Target {
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Tokenizer> tok;
   BackendOptions bo;
-  bo.kind = args.Str("backend");
-  ASSIGN_OR_RETURN(bo.threads, args.Int("threads", 1, 256));
   std::shared_ptr<ThreadPool> shared_pool;
-  if (bo.kind == "cpu") {
-    shared_pool = std::make_shared<ThreadPool>(bo.threads);
-    bo.shared_pool = shared_pool;
-  }
-  ASSIGN_OR_RETURN(auto backend, MakeBackend(*model, bo));
-  SamplingParams sp;
-  ASSIGN_OR_RETURN(double temp, args.Double("temperature", 0, 100));
-  ASSIGN_OR_RETURN(sp.top_k, args.Int("top-k", 0, 1 << 30));
-  ASSIGN_OR_RETURN(double top_p, args.Double("top-p", 0, 1));
-  ASSIGN_OR_RETURN(int64_t seed, args.Int("seed", 0, INT64_MAX));
-  ASSIGN_OR_RETURN(int64_t max_tokens, args.Int("max-tokens", 0, 1 << 20));
-  sp.temperature = static_cast<float>(temp);
-  sp.top_p = static_cast<float>(top_p);
-  sp.seed = static_cast<uint64_t>(seed);
-  RETURN_IF_ERROR(Validate(sp));
+  std::unique_ptr<Backend> backend;
+};
 
-  std::string prompt = args.Str("prompt");
-  if (!args.Given("prompt")) {
-    prompt.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+absl::StatusOr<Target> LoadTarget(const CliArgs& args) {
+  Target t;
+  ASSIGN_OR_RETURN(t.model, Model::Load(args.Str("model")));
+  ASSIGN_OR_RETURN(t.tok, Tokenizer::FromGguf(*t.model->file));
+  t.bo.kind = args.Str("backend");
+  ASSIGN_OR_RETURN(t.bo.threads, args.Int("threads", 1, 256));
+  if (t.bo.kind == "cpu") {
+    t.shared_pool = std::make_shared<ThreadPool>(t.bo.threads);
+    t.bo.shared_pool = t.shared_pool;
   }
-  std::vector<TokenId> ids = tok->Encode(prompt, true);
-  if (ids.empty()) return absl::InvalidArgumentError("empty prompt");
-  const int32_t n_ctx = model->config.n_ctx;
-  if (static_cast<int64_t>(ids.size()) + max_tokens > n_ctx) {
-    max_tokens = std::max<int64_t>(0, n_ctx - static_cast<int64_t>(ids.size()));
-  }
+  ASSIGN_OR_RETURN(t.backend, MakeBackend(*t.model, t.bo));
+  return t;
+}
 
-  std::unique_ptr<Model> draft_model;
-  std::unique_ptr<Backend> draft_backend;
-  ASSIGN_OR_RETURN(DrafterKind kind, ParseDrafterKind(args.Str("drafter")));
-  if (!args.Given("drafter")) kind = args.Given("draft") ? DrafterKind::kModel : DrafterKind::kNone;
-  if (kind == DrafterKind::kModel) {
+// The drafter --drafter (or --draft) asks for, and the draft model's backend
+// when that is the model drafter.
+struct Draft {
+  v1::Drafter kind = v1::DRAFTER_NONE;
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Backend> backend;
+};
+
+absl::StatusOr<Draft> LoadDraft(const CliArgs& args, const Target& target) {
+  Draft d;
+  ASSIGN_OR_RETURN(v1::Drafter kind, ParseDrafter(args.Str("drafter")));
+  if (!args.Given("drafter")) kind = args.Given("draft") ? v1::DRAFTER_MODEL : v1::DRAFTER_NONE;
+  d.kind = kind;
+  if (kind == v1::DRAFTER_MODEL) {
     if (!args.Given("draft")) return absl::InvalidArgumentError("--drafter model needs --draft D.gguf");
-    ASSIGN_OR_RETURN(draft_model, Model::Load(args.Str("draft")));
-    ASSIGN_OR_RETURN(auto draft_tok, Tokenizer::FromGguf(*draft_model->file));
-    RETURN_IF_ERROR(CheckSameVocabulary(*draft_tok, *tok));
-    BackendOptions draft_bo = bo;
-    if (!args.Bool("overlap") && bo.kind == "cpu") draft_bo.shared_pool = shared_pool;  // take turns on the same cores
-    ASSIGN_OR_RETURN(draft_backend, MakeBackend(*draft_model, draft_bo));
+    ASSIGN_OR_RETURN(d.model, Model::Load(args.Str("draft")));
+    ASSIGN_OR_RETURN(auto draft_tok, Tokenizer::FromGguf(*d.model->file));
+    RETURN_IF_ERROR(CheckSameVocabulary(*draft_tok, *target.tok));
+    BackendOptions draft_bo = target.bo;
+    if (!args.Bool("overlap") && target.bo.kind == "cpu") {
+      draft_bo.shared_pool = target.shared_pool;  // take turns on the same cores
+    }
+    ASSIGN_OR_RETURN(d.backend, MakeBackend(*d.model, draft_bo));
   }
-  LoopOptions opts;
-  opts.overlap = args.Bool("overlap") && kind == DrafterKind::kModel;
-  if (args.Str("k") == "adaptive") {
-    opts.k = KPolicy::Adaptive();
-  } else {
-    ASSIGN_OR_RETURN(int64_t k, args.Int("k", 0, KPolicy::kMax));
-    opts.k = KPolicy::Fixed(static_cast<int32_t>(k));
-  }
-  opts.stop_tokens = {tok->eos()};
-  Detokenizer detok(*tok);
-  for (TokenId id : ids) detok.Push(id);  // the prompt is echoed as typed; this only primes spacing
-  opts.on_tokens = [&](absl::Span<const TokenId> committed) {
-    for (TokenId id : committed) std::fputs(detok.Push(id).c_str(), stdout);
-    std::fflush(stdout);
-    return true;
-  };
+  return d;
+}
+
+// --k: a fixed number of tokens drafted per round, or adaptive.
+absl::StatusOr<KPolicy> KFromFlags(const CliArgs& args) {
+  if (args.Str("k") == "adaptive") return KPolicy::Adaptive();
+  ASSIGN_OR_RETURN(int64_t k, args.Int("k", 0, KPolicy::kMax));
+  return KPolicy::Fixed(static_cast<int32_t>(k));
+}
+
+// The request: the prompt's ids, the target's sampling, and the draft's rule
+// (--draft-temperature, else the target's temperature; --lookup).
+absl::StatusOr<SessionSpec> SessionFromFlags(const CliArgs& args, const std::vector<TokenId>& ids,
+                                             const SamplingParams& sp, int64_t max_tokens) {
   SessionSpec spec;
   spec.prompt = ids;
   spec.target = sp;
@@ -97,19 +96,18 @@ absl::Status Run(const CliArgs& args) {
     ASSIGN_OR_RETURN(double draft_temp, args.Double("draft-temperature", 0, 100));
     spec.draft.temperature = static_cast<float>(draft_temp);
   }
+  return spec;
+}
 
-  std::fputs(prompt.c_str(), stdout);
-  std::fflush(stdout);
-  ASSIGN_OR_RETURN(LoopStats st, GenerateInProcess(*backend, draft_backend.get(), kind, spec, opts));
-  std::fputs(detok.Flush().c_str(), stdout);
-  std::fputs("\n", stdout);
+// The summary on stderr after the text.
+void PrintStats(const Target& target, v1::Drafter kind, size_t prompt_tokens, const LoopStats& st) {
   std::fprintf(stderr, "\n[%s on %s, drafter %s] %zu prompt tokens, %lld generated in %.3f s: %.0f tokens/s, "
                "time to first token %.1f ms\n",
-               model->config.name.c_str(), backend->name().c_str(), kDrafterNames[static_cast<int>(kind)], ids.size(),
-               static_cast<long long>(st.generated), st.total_seconds,
-               st.generated / std::max(1e-9, st.total_seconds - st.first_token_seconds) ,
+               target.model->config.name.c_str(), target.backend->name().c_str(),
+               DrafterName(kind).c_str(), prompt_tokens, static_cast<long long>(st.generated),
+               st.total_seconds, st.generated / std::max(1e-9, st.total_seconds - st.first_token_seconds),
                st.first_token_seconds * 1e3);
-  if (kind != DrafterKind::kNone) {
+  if (kind != v1::DRAFTER_NONE) {
     std::fprintf(stderr, "acceptance %.3f (%lld of %lld drafted), %.2f tokens per target pass over %lld rounds, "
                  "draft %.0f%% / verify %.0f%% of the time, last K %d, fallbacks %d, drafted ahead %lld\n",
                  st.acceptance_rate(), static_cast<long long>(st.accepted), static_cast<long long>(st.drafted),
@@ -117,6 +115,43 @@ absl::Status Run(const CliArgs& args) {
                  100 * st.verify_seconds / st.total_seconds, st.last_k, st.fallbacks,
                  static_cast<long long>(st.ahead_hits));
   }
+}
+
+absl::Status Run(const CliArgs& args) {
+  ASSIGN_OR_RETURN(Target target, LoadTarget(args));
+  ASSIGN_OR_RETURN(SamplingParams sp, SamplingFromFlags(args));
+  ASSIGN_OR_RETURN(int64_t max_tokens, args.Int("max-tokens", 0, 1 << 20));
+  RETURN_IF_ERROR(Validate(sp));
+
+  const std::string prompt = PromptFromFlags(args);
+  std::vector<TokenId> ids = target.tok->Encode(prompt, true);
+  if (ids.empty()) return absl::InvalidArgumentError("empty prompt");
+  const int32_t n_ctx = target.model->config.n_ctx;
+  if (static_cast<int64_t>(ids.size()) + max_tokens > n_ctx) {
+    max_tokens = std::max<int64_t>(0, n_ctx - static_cast<int64_t>(ids.size()));
+  }
+
+  ASSIGN_OR_RETURN(Draft draft, LoadDraft(args, target));
+  const v1::Drafter kind = draft.kind;
+  LoopOptions opts;
+  opts.overlap = args.Bool("overlap") && kind == v1::DRAFTER_MODEL;
+  ASSIGN_OR_RETURN(opts.k, KFromFlags(args));
+  opts.stop_tokens = {target.tok->eos()};
+  Detokenizer detok(*target.tok);
+  for (TokenId id : ids) detok.Push(id);  // the prompt is echoed as typed; this only primes spacing
+  opts.on_tokens = [&](absl::Span<const TokenId> committed) {
+    for (TokenId id : committed) std::fputs(detok.Push(id).c_str(), stdout);
+    std::fflush(stdout);
+    return true;
+  };
+  ASSIGN_OR_RETURN(SessionSpec spec, SessionFromFlags(args, ids, sp, max_tokens));
+
+  std::fputs(prompt.c_str(), stdout);
+  std::fflush(stdout);
+  ASSIGN_OR_RETURN(LoopStats st, GenerateInProcess(*target.backend, draft.backend.get(), kind, spec, opts));
+  std::fputs(detok.Flush().c_str(), stdout);
+  std::fputs("\n", stdout);
+  PrintStats(target, kind, ids.size(), st);
   return absl::OkStatus();
 }
 
@@ -125,12 +160,9 @@ absl::Status Run(const CliArgs& args) {
 int Generate(int argc, char** argv) {
   CliArgs args("usage: specserve generate --model M.gguf [--prompt TEXT | < prompt.txt] [flags]");
   args.Flag("model", "models/code-target-7m.gguf", "GGUF model to generate with");
-  args.Flag("prompt", "", "prompt text (read from stdin when absent)");
+  AddPromptFlag(args);
   args.Flag("max-tokens", "128", "tokens to generate at most");
-  args.Flag("temperature", "0", "sampling temperature; 0 is greedy");
-  args.Flag("top-k", "0", "keep the k most likely tokens (0: off)");
-  args.Flag("top-p", "1", "nucleus sampling mass (1: off)");
-  args.Flag("seed", "0", "random seed (same seed, same output)");
+  AddSamplingFlags(args);
   args.Flag("threads", "1", "CPU threads");
   args.Flag("backend", "cpu", "cpu or cuda");
   args.Flag("draft", "", "draft model GGUF (same vocabulary as --model)");
@@ -141,16 +173,7 @@ int Generate(int argc, char** argv) {
   args.Flag("lookup", "0",
             "model drafter, greedy draft: propose a prompt-lookup continuation instead of drafting when the "
             "last N+ tokens occurred before (0: off)");
-  if (auto s = args.Parse(argc, argv, 2); !s.ok()) {
-    std::fprintf(stderr, "specserve generate: %s\n", s.ToString().c_str());
-    return 2;
-  }
-  if (args.help()) return std::puts(args.HelpText().c_str()), 0;
-  if (auto s = Run(args); !s.ok()) {
-    std::fprintf(stderr, "specserve generate: %s\n", s.ToString().c_str());
-    return 1;
-  }
-  return 0;
+  return RunCommand(args, argc, argv, "generate", Run);
 }
 
 }  // namespace specserve::cli

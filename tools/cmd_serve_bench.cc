@@ -22,6 +22,7 @@
 #include "common/status_macros.h"
 #include "common/thread_pool.h"
 #include "rpc/status_convert.h"
+#include "tools/command_flags.h"
 #include "tools/commands.h"
 #include "tools/coordinator_client.h"
 #include "tools/spec_bench_util.h"
@@ -146,7 +147,7 @@ absl::Status Run(const CliArgs& args) {
                                             temperature, kk));
       BenchRun local;
       RunSetup setup;
-      setup.kind = kk != 0 ? DrafterKind::kModel : DrafterKind::kNone;
+      setup.kind = kk != 0 ? v1::DRAFTER_MODEL : v1::DRAFTER_NONE;
       setup.k = kk < 0 ? KPolicy::Adaptive() : KPolicy::Fixed(kk);
       setup.temperature = static_cast<float>(temperature);
       setup.max_tokens = static_cast<int32_t>(max_tokens);
@@ -196,16 +197,7 @@ int ServeBench(int argc, char** argv) {
   args.Flag("threads", "1", "CPU threads of the in-process runs");
   args.Flag("lookup", "2", "the in-process runs' prompt lookup (as the coordinator's --draft-lookup, default 2)");
   args.Flag("json", "", "also write one JSON object per row to this file");
-  if (auto s = args.Parse(argc, argv, 2); !s.ok()) {
-    std::fprintf(stderr, "specserve serve-bench: %s\n", s.ToString().c_str());
-    return 2;
-  }
-  if (args.help()) return std::puts(args.HelpText().c_str()), 0;
-  if (auto s = Run(args); !s.ok()) {
-    std::fprintf(stderr, "specserve serve-bench: %s\n", s.ToString().c_str());
-    return 1;
-  }
-  return 0;
+  return RunCommand(args, argc, argv, "serve-bench", Run);
 }
 
 }  // namespace specserve::cli

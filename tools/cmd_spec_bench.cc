@@ -3,8 +3,10 @@
 // prompt, then explains the acceptance it measured by teacher-forcing the
 // draft and the target over the output at exactly the positions the loop
 // compared (greedy: agreement; sampled: mean sum_x min(p(x), q(x))).
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -18,114 +20,187 @@
 #include "common/thread_pool.h"
 #include "common/tokenizer.h"
 #include "coordinator/local_engines.h"
+#include "tools/command_flags.h"
 #include "tools/commands.h"
 #include "tools/spec_bench_util.h"
 
 namespace specserve::cli {
 namespace {
 
-absl::Status Run(const CliArgs& args) {
-  ASSIGN_OR_RETURN(int64_t max_tokens, args.Int("max-tokens", 1, 900));
-  ASSIGN_OR_RETURN(int64_t limit, args.Int("limit", 1, 100000));
-  ASSIGN_OR_RETURN(int64_t threads, args.Int("threads", 1, 64));
-  ASSIGN_OR_RETURN(int64_t lookup, args.Int("lookup", 0, 16));
-  ASSIGN_OR_RETURN(auto draft_model, Model::Load(args.Str("draft")));
-  auto pool = std::make_shared<ThreadPool>(static_cast<int>(threads));
-  BackendOptions bo;
-  bo.shared_pool = pool;
-  // Sequential rounds share one pool of `threads`; with --overlap the draft
-  // gets a core of its own and the target the rest, and they run at once.
-  const bool overlap = args.Bool("overlap");
-  BackendOptions draft_bo = bo, spec_target_bo = bo;
-  if (overlap) {
+struct Options {
+  std::vector<std::string> targets, temperatures, ks;  // the comma-separated flags
+  std::string draft, prompts, json;
+  int64_t max_tokens = 0, limit = 0, threads = 0, lookup = 0;
+  bool overlap = false;
+};
+
+absl::StatusOr<Options> OptionsFromFlags(const CliArgs& args) {
+  Options o;
+  ASSIGN_OR_RETURN(o.max_tokens, args.Int("max-tokens", 1, 900));
+  ASSIGN_OR_RETURN(o.limit, args.Int("limit", 1, 100000));
+  ASSIGN_OR_RETURN(o.threads, args.Int("threads", 1, 64));
+  ASSIGN_OR_RETURN(o.lookup, args.Int("lookup", 0, 16));
+  o.targets = absl::StrSplit(args.Str("target"), ',', absl::SkipEmpty());
+  o.temperatures = absl::StrSplit(args.Str("temperatures"), ',', absl::SkipEmpty());
+  o.ks = absl::StrSplit(args.Str("ks"), ',', absl::SkipEmpty());
+  o.draft = args.Str("draft");
+  o.prompts = args.Str("prompts");
+  if (args.Given("json")) o.json = args.Str("json");
+  o.overlap = args.Bool("overlap");
+  return o;
+}
+
+// The draft model, and the backend options of the targets. Sequential rounds
+// share one pool of --threads; with --overlap the draft gets a core of its
+// own and the speculative target the rest, and they run at once.
+struct Draft {
+  BackendOptions target_bo, spec_target_bo;
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<Tokenizer> tok;
+};
+
+absl::StatusOr<Draft> LoadDraft(const Options& o) {
+  Draft d;
+  ASSIGN_OR_RETURN(d.model, Model::Load(o.draft));
+  d.target_bo.shared_pool = std::make_shared<ThreadPool>(static_cast<int>(o.threads));
+  BackendOptions draft_bo = d.target_bo;
+  d.spec_target_bo = d.target_bo;
+  if (o.overlap) {
     draft_bo.shared_pool = std::make_shared<ThreadPool>(1);
-    spec_target_bo.shared_pool = std::make_shared<ThreadPool>(std::max<int>(1, static_cast<int>(threads) - 1));
+    d.spec_target_bo.shared_pool = std::make_shared<ThreadPool>(std::max<int>(1, static_cast<int>(o.threads) - 1));
   }
-  ASSIGN_OR_RETURN(auto draft, MakeCpuBackend(*draft_model, draft_bo));
-  ASSIGN_OR_RETURN(auto draft_tok, Tokenizer::FromGguf(*draft_model->file));
-  std::vector<std::string> temps = absl::StrSplit(args.Str("temperatures"), ',', absl::SkipEmpty());
-  std::vector<std::string> ks = absl::StrSplit(args.Str("ks"), ',', absl::SkipEmpty());
-  nlohmann::json out = nlohmann::json::array();
-  // accept: accepted / drafted. cmp-acc: accepted / compared (drafted up to each
-  // round's first miss); expect: what teacher forcing predicts for cmp-acc.
+  ASSIGN_OR_RETURN(d.backend, MakeCpuBackend(*d.model, draft_bo));
+  ASSIGN_OR_RETURN(d.tok, Tokenizer::FromGguf(*d.model->file));
+  return d;
+}
+
+// One target model: its backend for the plain runs, its own one for the
+// speculative runs with --overlap, and the prompts in its tokens.
+struct Target {
+  std::string name;
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Backend> plain, overlap;
+  std::vector<std::vector<TokenId>> prompts;
+
+  Backend& spec() { return overlap ? *overlap : *plain; }
+};
+
+absl::StatusOr<Target> LoadTarget(const std::string& path, const Options& o, const Draft& draft) {
+  Target t;
+  ASSIGN_OR_RETURN(t.model, Model::Load(path));
+  ASSIGN_OR_RETURN(t.plain, MakeCpuBackend(*t.model, draft.target_bo));
+  if (o.overlap) {
+    ASSIGN_OR_RETURN(t.overlap, MakeCpuBackend(*t.model, draft.spec_target_bo));
+  }
+  ASSIGN_OR_RETURN(auto tok, Tokenizer::FromGguf(*t.model->file));
+  RETURN_IF_ERROR(CheckSameVocabulary(*draft.tok, *tok));
+  ASSIGN_OR_RETURN(t.prompts, LoadPrompts(o.prompts, *tok, static_cast<int>(o.limit)));
+  t.name = t.model->config.name.empty() ? path : t.model->config.name;
+  return t;
+}
+
+// A drafter configuration: (kind, K, lookup).
+struct Config {
+  v1::Drafter kind;
+  std::string k;
+  int32_t lookup;
+
+  const char* name() const { return kind == v1::DRAFTER_NGRAM ? "ngram" : lookup > 0 ? "lookup" : "model"; }
+};
+
+// The model drafter for each K, with prompt lookup too where asked (greedy
+// drafts only), then the n-gram drafter.
+std::vector<Config> Configs(const Options& o, float temperature) {
+  std::vector<Config> configs;
+  for (const std::string& k : o.ks) configs.push_back({v1::DRAFTER_MODEL, k, 0});
+  if (o.lookup > 0 && temperature == 0) {
+    for (const std::string& k : o.ks) configs.push_back({v1::DRAFTER_MODEL, k, static_cast<int32_t>(o.lookup)});
+  }
+  configs.push_back({v1::DRAFTER_NGRAM, "4", 0});
+  return configs;
+}
+
+RunSetup SetupFor(const Config& c, const Options& o, float temperature) {
+  RunSetup setup;
+  setup.kind = c.kind;
+  setup.k = c.k == "adaptive" ? KPolicy::Adaptive() : KPolicy::Fixed(std::stoi(c.k));
+  setup.temperature = temperature;
+  setup.max_tokens = static_cast<int32_t>(o.max_tokens);
+  // Teacher forcing explains the model's own proposals, not looked-up ones.
+  setup.explain = c.kind == v1::DRAFTER_MODEL && c.lookup == 0;
+  setup.overlap = o.overlap && c.kind == v1::DRAFTER_MODEL;
+  setup.lookup_min_ngram = c.lookup;
+  return setup;
+}
+
+// accept: accepted / drafted. cmp-acc: accepted / compared (drafted up to each
+// round's first miss); expect: what teacher forcing predicts for cmp-acc.
+void PrintHeader() {
   std::printf("%-16s %4s %-6s %-8s %9s %9s %7s %7s %7s %7s %8s  %s\n", "target", "T", "drafter", "K", "plain t/s",
               "spec t/s", "speedup", "accept", "cmp-acc", "expect", "tok/pass", "per-position acceptance");
-  for (const std::string& target_path : std::vector<std::string>(absl::StrSplit(args.Str("target"), ',', absl::SkipEmpty()))) {
+}
+
+void PrintRow(const Target& t, float temperature, const Config& c, const BenchRun& plain, const BenchRun& r) {
+  std::string pos;
+  for (size_t i = 0; i < r.stats_pos_acc.size() && i < 8; ++i) {
+    pos += absl::StrFormat("%s%.2f", i ? " " : "", r.stats_pos_acc[i]);
+  }
+  std::printf("%-16s %4.1f %-6s %-8s %9.0f %9.0f %6.2fx %7.3f %7.3f %7s %8.2f  %s\n", t.name.c_str(), temperature,
+              c.name(), c.k.c_str(), plain.tokens_per_s(), r.tokens_per_s(), r.tokens_per_s() / plain.tokens_per_s(),
+              r.acceptance(), r.compared_acceptance(),
+              r.explained_n ? absl::StrFormat("%.3f", r.explained()).c_str() : "-", r.tokens_per_pass(), pos.c_str());
+  std::fflush(stdout);
+}
+
+nlohmann::json RowJson(const Options& o, const Target& t, float temperature, const Config& c, const BenchRun& plain,
+                       const BenchRun& r) {
+  return {{"target", t.name}, {"drafter", c.name()}, {"k", c.k}, {"temperature", temperature},
+          {"threads", o.threads}, {"prompts", t.prompts.size()}, {"max_tokens", o.max_tokens},
+          {"tokens_per_s", r.tokens_per_s()}, {"plain_tokens_per_s", plain.tokens_per_s()},
+          {"speedup", r.tokens_per_s() / plain.tokens_per_s()}, {"acceptance_rate", r.acceptance()},
+          {"compared_acceptance", r.compared_acceptance()},
+          {"expected_acceptance", r.explained_n ? nlohmann::json(r.explained()) : nlohmann::json()},
+          {"expected_acceptance_full_draft_softmax",
+           r.explained_n && temperature > 0 ? nlohmann::json(r.explained_full()) : nlohmann::json()},
+          {"tokens_per_pass", r.tokens_per_pass()}, {"per_position_acceptance", r.stats_pos_acc},
+          {"overlap", o.overlap}, {"ahead_hits", r.ahead_hits},
+          {"draft_seconds", r.draft_s}, {"verify_seconds", r.verify_s}, {"total_seconds", r.total_s}};
+}
+
+// Plain decoding, then every drafter configuration, at one temperature: a
+// printed row and a JSON object each.
+absl::Status BenchTemperature(const Options& o, Target& t, Backend& draft, float temperature, nlohmann::json* out) {
+  BenchRun plain;
+  RunSetup plain_setup;
+  plain_setup.temperature = temperature;
+  plain_setup.max_tokens = static_cast<int32_t>(o.max_tokens);
+  RETURN_IF_ERROR(RunConfig(*t.plain, nullptr, plain_setup, t.prompts, &plain));
+  for (const Config& c : Configs(o, temperature)) {
+    BenchRun r;
+    RETURN_IF_ERROR(RunConfig(t.spec(), &draft, SetupFor(c, o, temperature), t.prompts, &r));
+    PrintRow(t, temperature, c, plain, r);
+    out->push_back(RowJson(o, t, temperature, c, plain, r));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Run(const CliArgs& args) {
+  ASSIGN_OR_RETURN(const Options o, OptionsFromFlags(args));
+  ASSIGN_OR_RETURN(Draft draft, LoadDraft(o));
+  nlohmann::json out = nlohmann::json::array();
+  PrintHeader();
+  for (const std::string& target_path : o.targets) {
     if (!std::ifstream(target_path).good()) {
       std::printf("%s: not found, skipped\n", target_path.c_str());
       continue;
     }
-    ASSIGN_OR_RETURN(auto target_model, Model::Load(target_path));
-    ASSIGN_OR_RETURN(auto target, MakeCpuBackend(*target_model, bo));
-    std::unique_ptr<Backend> overlap_target;
-    if (overlap) {
-      ASSIGN_OR_RETURN(overlap_target, MakeCpuBackend(*target_model, spec_target_bo));
-    }
-    Backend& spec_target = overlap ? *overlap_target : *target;
-    ASSIGN_OR_RETURN(auto tok, Tokenizer::FromGguf(*target_model->file));
-    RETURN_IF_ERROR(CheckSameVocabulary(*draft_tok, *tok));
-    ASSIGN_OR_RETURN(auto prompts, LoadPrompts(args.Str("prompts"), *tok, static_cast<int>(limit)));
-    const std::string tname = target_model->config.name.empty() ? target_path : target_model->config.name;
-    for (const std::string& ts : temps) {
-      const float temperature = std::stof(ts);
-      BenchRun plain;
-      RunSetup plain_setup;
-      plain_setup.temperature = temperature;
-      plain_setup.max_tokens = static_cast<int32_t>(max_tokens);
-      RETURN_IF_ERROR(RunConfig(*target, nullptr, plain_setup, prompts, &plain));
-      // (kind, K, lookup): the model drafter for each K, with prompt lookup
-      // too where asked (greedy drafts only), then the n-gram drafter.
-      struct Config {
-        DrafterKind kind;
-        std::string k;
-        int32_t lookup;
-      };
-      std::vector<Config> configs;
-      for (const std::string& k : ks) configs.push_back({DrafterKind::kModel, k, 0});
-      if (lookup > 0 && temperature == 0) {
-        for (const std::string& k : ks) configs.push_back({DrafterKind::kModel, k, static_cast<int32_t>(lookup)});
-      }
-      configs.push_back({DrafterKind::kNgram, "4", 0});
-      for (const Config& c : configs) {
-        const DrafterKind kind = c.kind;
-        const std::string& kstr = c.k;
-        RunSetup setup;
-        setup.kind = kind;
-        setup.k = kstr == "adaptive" ? KPolicy::Adaptive() : KPolicy::Fixed(std::stoi(kstr));
-        setup.temperature = temperature;
-        setup.max_tokens = static_cast<int32_t>(max_tokens);
-        // Teacher forcing explains the model's own proposals, not looked-up ones.
-        setup.explain = kind == DrafterKind::kModel && c.lookup == 0;
-        setup.overlap = overlap && kind == DrafterKind::kModel;
-        setup.lookup_min_ngram = c.lookup;
-        BenchRun r;
-        RETURN_IF_ERROR(RunConfig(spec_target, draft.get(), setup, prompts, &r));
-        const char* dname = kind == DrafterKind::kNgram ? "ngram" : c.lookup > 0 ? "lookup" : "model";
-        std::string pos;
-        for (size_t i = 0; i < r.stats_pos_acc.size() && i < 8; ++i) {
-          pos += absl::StrFormat("%s%.2f", i ? " " : "", r.stats_pos_acc[i]);
-        }
-        std::printf("%-16s %4.1f %-6s %-8s %9.0f %9.0f %6.2fx %7.3f %7.3f %7s %8.2f  %s\n", tname.c_str(), temperature,
-                    dname, kstr.c_str(), plain.tokens_per_s(), r.tokens_per_s(),
-                    r.tokens_per_s() / plain.tokens_per_s(), r.acceptance(), r.compared_acceptance(),
-                    r.explained_n ? absl::StrFormat("%.3f", r.explained()).c_str() : "-", r.tokens_per_pass(),
-                    pos.c_str());
-        std::fflush(stdout);
-        out.push_back({{"target", tname}, {"drafter", dname}, {"k", kstr}, {"temperature", temperature},
-                       {"threads", threads}, {"prompts", prompts.size()}, {"max_tokens", max_tokens},
-                       {"tokens_per_s", r.tokens_per_s()}, {"plain_tokens_per_s", plain.tokens_per_s()},
-                       {"speedup", r.tokens_per_s() / plain.tokens_per_s()}, {"acceptance_rate", r.acceptance()},
-                       {"compared_acceptance", r.compared_acceptance()},
-                       {"expected_acceptance", r.explained_n ? nlohmann::json(r.explained()) : nlohmann::json()},
-                       {"expected_acceptance_full_draft_softmax",
-                        r.explained_n && temperature > 0 ? nlohmann::json(r.explained_full()) : nlohmann::json()},
-                       {"tokens_per_pass", r.tokens_per_pass()}, {"per_position_acceptance", r.stats_pos_acc},
-                       {"overlap", overlap}, {"ahead_hits", r.ahead_hits},
-                       {"draft_seconds", r.draft_s}, {"verify_seconds", r.verify_s}, {"total_seconds", r.total_s}});
-      }
+    ASSIGN_OR_RETURN(Target target, LoadTarget(target_path, o, draft));
+    for (const std::string& ts : o.temperatures) {
+      RETURN_IF_ERROR(BenchTemperature(o, target, *draft.backend, std::stof(ts), &out));
     }
   }
-  if (args.Given("json")) std::ofstream(args.Str("json")) << out.dump(2) << "\n";
+  if (!o.json.empty()) std::ofstream(o.json) << out.dump(2) << "\n";
   return absl::OkStatus();
 }
 
@@ -147,13 +222,7 @@ int SpecBench(int argc, char** argv) {
             "\"lookup\"; 0: off)");
   args.BoolFlag("overlap", "draft the next block on its own core while the target verifies");
   args.Flag("json", "", "also write one JSON object per configuration to this file");
-  if (auto s = args.Parse(argc, argv, 2); !s.ok()) return std::fprintf(stderr, "%s\n", s.ToString().c_str()), 2;
-  if (args.help()) return std::puts(args.HelpText().c_str()), 0;
-  if (auto s = Run(args); !s.ok()) {
-    std::fprintf(stderr, "specserve spec-bench: %s\n", s.ToString().c_str());
-    return 1;
-  }
-  return 0;
+  return RunCommand(args, argc, argv, "spec-bench", Run, {.name_in_flag_errors = false});
 }
 
 }  // namespace specserve::cli

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
+#include "coordinator/drafters.h"
 #include "rpc/status_convert.h"
 
 namespace specserve::cli {
@@ -37,20 +38,12 @@ absl::StatusOr<v1::GenerateRequest> RequestFromFlags(const CliArgs& args) {
   req.set_top_k(static_cast<int32_t>(top_k));
   req.set_top_p(static_cast<float>(top_p));
   req.set_seed(static_cast<uint64_t>(seed));
-  const std::string drafter = args.Str("drafter");
-  if (drafter == "model") {
-    req.set_drafter(v1::DRAFTER_MODEL);
-  } else if (drafter == "ngram") {
-    req.set_drafter(v1::DRAFTER_NGRAM);
-  } else if (drafter == "none") {
-    req.set_drafter(v1::DRAFTER_NONE);
-  } else {
-    return absl::InvalidArgumentError("--drafter must be model, ngram or none, got '" + drafter + "'");
-  }
+  ASSIGN_OR_RETURN(v1::Drafter drafter, ParseDrafter(args.Str("drafter")));
+  req.set_drafter(drafter);
   if (args.Str("k") == "adaptive") {
     req.set_adaptive_k(true);
   } else if (args.Given("k")) {
-    ASSIGN_OR_RETURN(int64_t k, args.Int("k", 0, 16));
+    ASSIGN_OR_RETURN(int64_t k, args.Int("k", 0, kMaxRoundK));
     req.set_k(static_cast<int32_t>(k));
   }
   if (args.Given("stop")) req.add_stop(args.Str("stop"));

@@ -77,7 +77,7 @@ absl::StatusOr<std::vector<std::vector<TokenId>>> LoadPrompts(const std::string&
 
 absl::Status RunConfig(Backend& target, Backend* draft, const RunSetup& setup,
                        const std::vector<std::vector<TokenId>>& prompts, BenchRun* out) {
-  const DrafterKind kind = setup.kind;
+  const v1::Drafter kind = setup.kind;
   const float temperature = setup.temperature;
   const int32_t max_tokens = setup.max_tokens;
   const bool explain = setup.explain;
@@ -103,7 +103,8 @@ absl::Status RunConfig(Backend& target, Backend* draft, const RunSetup& setup,
     std::vector<TokenId> seq = spec.prompt;
     std::vector<int64_t> compared;
     int64_t first_round_tokens = -1;
-    opts.on_round = [&](int32_t drafted, int32_t accepted) {
+    opts.on_round = [&](const RoundRecord& r) {
+      const int32_t drafted = r.drafted, accepted = r.accepted;
       const int64_t base = static_cast<int64_t>(seq.size());
       for (int32_t j = 0; j < std::min(drafted, accepted + 1); ++j) compared.push_back(base + j);
       out->compared += std::min(drafted, accepted + 1);

@@ -40,7 +40,7 @@ struct BenchRun {
 
 // One configuration of a benchmark run.
 struct RunSetup {
-  DrafterKind kind = DrafterKind::kNone;
+  v1::Drafter kind = v1::DRAFTER_NONE;
   KPolicy k = KPolicy::Fixed(0);
   float temperature = 0;
   int32_t max_tokens = 256;

@@ -1,0 +1,72 @@
+#include "coordinator/request_plan.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace specserve {
+
+absl::StatusOr<Plan> PlanRequest(const v1::GenerateRequest& req, const CoordinatorOptions& opts,
+                                 const Tokenizer& tokenizer, const ModelConfig& config, bool draft_configured) {
+  Plan plan;
+  SessionSpec& spec = plan.spec;
+  if (req.has_token_ids()) {
+    spec.prompt.assign(req.token_ids().ids().begin(), req.token_ids().ids().end());
+  } else if (!req.text().empty()) {
+    spec.prompt = tokenizer.Encode(req.text(), /*add_bos=*/true);
+  }
+  if (spec.prompt.empty()) return absl::InvalidArgumentError("empty prompt");
+  const int64_t room = config.n_ctx - static_cast<int64_t>(spec.prompt.size());
+  if (room <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("prompt of ", spec.prompt.size(), " tokens leaves no room in the context of ",
+                                                   config.n_ctx));
+  }
+  if (req.has_max_tokens()) {
+    if (req.max_tokens() < 0 || req.max_tokens() > room) {
+      return absl::InvalidArgumentError(absl::StrCat("max_tokens ", req.max_tokens(), " not in [0, ", room,
+                                                     "] (context ", config.n_ctx, " minus a prompt of ",
+                                                     spec.prompt.size(), " tokens)"));
+    }
+    spec.max_new_tokens = req.max_tokens();
+  } else {
+    spec.max_new_tokens = static_cast<int32_t>(std::min<int64_t>(opts.default_max_tokens, room));
+  }
+  spec.target.temperature = req.temperature();
+  spec.target.top_k = req.top_k();
+  spec.target.top_p = req.top_p() == 0 ? 1.0f : req.top_p();
+  spec.target.seed = req.seed();
+  // The draft samples at the user's temperature (closer q, higher acceptance);
+  // verification stays exact for any q.
+  spec.draft.temperature = spec.target.temperature;
+  spec.draft.lookup_min_ngram = opts.draft_lookup;
+  RETURN_IF_ERROR(ValidateSessionSpec(spec, config));
+
+  int k = opts.default_k;
+  if (req.speculation_case() == v1::GenerateRequest::kK) {
+    if (req.k() < 0 || req.k() > KPolicy::kMax) {
+      return absl::InvalidArgumentError(absl::StrCat("k ", req.k(), " not in [0, ", KPolicy::kMax, "]"));
+    }
+    k = req.k();
+  } else if (req.speculation_case() == v1::GenerateRequest::kAdaptiveK && req.adaptive_k()) {
+    k = -1;
+  }
+  plan.k = k < 0 ? KPolicy::Adaptive() : KPolicy::Fixed(k);
+
+  if (req.stop_size() > opts.max_stop_strings) {
+    return absl::InvalidArgumentError(absl::StrCat(req.stop_size(), " stop strings (at most ", opts.max_stop_strings, ")"));
+  }
+  for (const std::string& s : req.stop()) {
+    if (static_cast<int>(s.size()) > opts.max_stop_bytes) {
+      return absl::InvalidArgumentError(absl::StrCat("a stop string of ", s.size(), " bytes (at most ", opts.max_stop_bytes, ")"));
+    }
+    plan.stops.push_back(s);
+  }
+  if (!v1::Drafter_IsValid(req.drafter())) return absl::InvalidArgumentError("unknown drafter");
+  plan.drafter = req.drafter();
+  if (plan.drafter == v1::DRAFTER_UNSPECIFIED) plan.drafter = draft_configured ? v1::DRAFTER_MODEL : v1::DRAFTER_NGRAM;
+  if (k == 0) plan.drafter = v1::DRAFTER_NONE;
+  return plan;
+}
+
+}  // namespace specserve

@@ -1,0 +1,46 @@
+// A Generate request checked and turned into what the round loop runs: the
+// session (prompt ids, sampling rules, budget), K, the drafter and the stop
+// strings. Every INVALID_ARGUMENT a client can get for its request comes from
+// here, before any service is called.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/model_config.h"
+#include "common/tokenizer.h"
+#include "coordinator/k_policy.h"
+#include "spec/round.h"
+#include "specserve/v1/generation.pb.h"
+
+namespace specserve {
+
+struct CoordinatorOptions {
+  int default_k = 4;          // -1: adaptive
+  int default_max_tokens = 128;
+  int max_stop_strings = 16;
+  int max_stop_bytes = 256;   // per stop string
+  // A draft call slower than this counts as a draft failure (0: no limit).
+  std::chrono::milliseconds draft_timeout{2000};
+  // Draft service: draft the next block while the target verifies (docs/round_protocol.md).
+  bool overlap = true;
+  // DraftRule::lookup_min_ngram of every session (greedy drafts only; 0: off).
+  int draft_lookup = 2;
+};
+
+struct Plan {
+  SessionSpec spec;
+  KPolicy k = KPolicy::Fixed(0);
+  // Resolved: MODEL (the draft service), NGRAM or NONE; never UNSPECIFIED.
+  v1::Drafter drafter = v1::DRAFTER_NONE;
+  std::vector<std::string> stops;
+};
+
+// `draft_configured`: the coordinator has a draft service (an unspecified
+// drafter means the model then, the n-gram drafter otherwise).
+absl::StatusOr<Plan> PlanRequest(const v1::GenerateRequest& req, const CoordinatorOptions& opts,
+                                 const Tokenizer& tokenizer, const ModelConfig& config, bool draft_configured);
+
+}  // namespace specserve
