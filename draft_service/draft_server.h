@@ -21,31 +21,29 @@
 
 namespace specserve {
 
-struct DraftState {
-  std::unique_ptr<DraftSession> session;
-  bool prefill_pending = false;
-  ForwardSeq prefill;
-  rpc::Clock::time_point opened_at;
+struct DraftStreamState : rpc::StreamState<DraftSession> {
   // `propose` and `ahead` requests in arrival order.
   std::deque<std::pair<v1::DraftRequest, rpc::Clock::time_point>> queued;
   bool proposing = false;           // steps running: a proposal (answered when done) or...
   bool ahead = false;               // ...a block drafted ahead (not answered)
   int32_t last_proposed = 0;        // tokens in the last proposal answered
   rpc::Clock::time_point received;  // of the proposal in progress
-  enum class Pass { kNone, kPrefill, kStep } pass = Pass::kNone;
 };
 
-class DraftServer final : public rpc::ModelService<v1::DraftService, v1::DraftRequest, v1::DraftResponse,
-                                                   DraftState, DraftSession> {
+class DraftServer final
+    : public rpc::ModelService<v1::DraftService, v1::DraftRequest, v1::DraftResponse, DraftStreamState> {
  public:
   ~DraftServer() override { Stop(); }
 
  private:
   absl::Status Accept(uint64_t id, Entry& e, v1::DraftRequest msg, rpc::Clock::time_point received) override;
   bool HasWork() const override;
-  void Iterate() override;
-  // Starts the oldest queued request; false (and *error) when it is refused.
-  bool StartProposal(DraftState& st, absl::Status* error);
+  // The next draft step of a session that is proposing (or drafting ahead).
+  absl::StatusOr<bool> NextPass(Entry& e, ForwardSeq* pass) override;
+  absl::Status FinishPass(Entry& e, const ForwardSeq& pass, const float* logits) override;
+  void AbortPass(Entry& e) override { e.state.session->AbortPropose(); }
+  // Starts the oldest queued request; an error when it is refused.
+  absl::Status StartProposal(DraftStreamState& st);
   // The steps are done: answer a proposal, or just note a finished ahead block.
   void StepsDone(Entry& e);
 };

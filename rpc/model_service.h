@@ -1,10 +1,13 @@
 // What the draft and target services share above SessionService: the gRPC
 // service they implement (its `Session` stream and `GetModelInfo`), opening a
-// role session with its prompt's prefill, and the per-iteration pass buffers.
-// Service is the generated service class (v1::DraftService, ...), RoleSession
-// the per-session engine (DraftSession, TargetSession), State the role's
-// per-session state; State holds `session` (a unique_ptr<RoleSession>),
-// `prefill`, `prefill_pending` and `opened_at`.
+// role session with its prompt's prefill, and the scheduler's iteration: one
+// batched forward pass over every session that has a pass to run.
+//
+// Service is the generated service class (v1::DraftService, ...), State the
+// role's per-stream state, derived from StreamState<RoleSession> where
+// RoleSession is the spec/ session (DraftSession, TargetSession). A role says
+// which pass a session needs next (NextPass) and what its logits mean
+// (FinishPass); the loop over sessions, the batch and the errors are here.
 //
 // A role server derives from this, and its destructor must call Stop() (the
 // scheduler thread calls the role's hooks until then).
@@ -20,9 +23,20 @@
 
 namespace specserve::rpc {
 
-template <class Service, class Req, class Resp, class State, class RoleSession>
+// What every role keeps per stream: the spec/ session and its prefill.
+template <class RoleSession>
+struct StreamState {
+  std::unique_ptr<RoleSession> session;
+  bool prefill_pending = false;
+  ForwardSeq prefill;
+  Clock::time_point opened_at;
+  enum class Pass { kNone, kPrefill, kRole } pass = Pass::kNone;  // in this iteration's batch
+};
+
+template <class Service, class Req, class Resp, class State>
 class ModelService : public Service::CallbackService, public SessionService<Req, Resp, State> {
   using Base = SessionService<Req, Resp, State>;
+  using RoleSession = typename decltype(State::session)::element_type;
 
  public:
   using Entry = typename Base::Entry;
@@ -63,36 +77,67 @@ class ModelService : public Service::CallbackService, public SessionService<Req,
     return absl::OkStatus();
   }
 
-  // Before the batch: a session still opening runs its prefill as this
-  // iteration's pass (true); false when its prefill is done.
-  bool TakePrefill(uint64_t id, State& st) {
-    if (!st.prefill_pending) return false;
-    st.pass = State::Pass::kPrefill;
-    passes_.push_back(st.prefill);
-    pass_ids_.push_back(id);
-    return true;
-  }
-  // After the batch: a session whose pass was its prefill is answered
-  // `opened` (true); false for any other pass.
-  bool AnswerPrefill(Entry& e) {
-    State& st = e.state;
-    if (st.pass != State::Pass::kPrefill) return false;
-    st.prefill_pending = false;
-    Resp r;
-    r.mutable_opened()->set_compute_seconds(SecondsSince(st.opened_at));
-    e.handle->Send(std::move(r));
-    return true;
+  // Role hooks, on the scheduler thread, for a session whose prefill is done.
+  // The pass the session needs in this iteration (false: none); an error
+  // ends the session.
+  virtual absl::StatusOr<bool> NextPass(Entry& e, ForwardSeq* pass) = 0;
+  // logits: [pass.n_logits, vocab], the pass's output rows.
+  virtual absl::Status FinishPass(Entry& e, const ForwardSeq& pass, const float* logits) = 0;
+  // The pass failed; the session ends after this.
+  virtual void AbortPass(Entry& e) = 0;
+
+  // One batched pass: each session's prefill or its role's next pass.
+  void Iterate() final {
+    passes_.clear();
+    pass_ids_.clear();
+    std::vector<std::pair<uint64_t, absl::Status>> failed;
+    for (auto& [id, e] : this->sessions_) {
+      State& st = e.state;
+      st.pass = State::Pass::kNone;
+      ForwardSeq pass;
+      if (st.prefill_pending) {
+        st.pass = State::Pass::kPrefill;
+        pass = st.prefill;
+      } else {
+        absl::StatusOr<bool> wanted = NextPass(e, &pass);
+        if (!wanted.ok()) failed.emplace_back(id, wanted.status());
+        if (!wanted.ok() || !*wanted) continue;
+        st.pass = State::Pass::kRole;
+      }
+      passes_.push_back(pass);
+      pass_ids_.push_back(id);
+    }
+    RunBatch(this->backend(), passes_, this->metrics(), &out_);
+    const int64_t vocab = this->backend().config().vocab;
+    for (size_t i = 0; i < passes_.size(); ++i) {
+      Entry& e = this->sessions_.at(pass_ids_[i]);
+      absl::Status s = out_.status[i];
+      if (!s.ok()) {
+        if (e.state.pass == State::Pass::kRole) AbortPass(e);
+      } else if (e.state.pass == State::Pass::kPrefill) {
+        AnswerPrefill(e);
+      } else {
+        s = FinishPass(e, passes_[i], out_.logits.data() + out_.first_row[i] * vocab);
+      }
+      if (!s.ok()) failed.emplace_back(pass_ids_[i], s);
+    }
+    for (auto& [id, s] : failed) this->EndSession(id, ToGrpc(s));
   }
 
-  // This iteration's batch: one pass per session, pass_ids_[i] owning
-  // passes_[i], and its output.
+ private:
+  void AnswerPrefill(Entry& e) {
+    e.state.prefill_pending = false;
+    Resp r;
+    r.mutable_opened()->set_compute_seconds(SecondsSince(e.state.opened_at));
+    e.handle->Send(std::move(r));
+  }
+
+  static bool IsClose(const Req& r) { return r.has_close(); }
+
+  // This iteration's batch: pass_ids_[i] owns passes_[i]; and its output.
   std::vector<ForwardSeq> passes_;
   std::vector<uint64_t> pass_ids_;
   BatchOutput out_;
-
- private:
-  static bool IsClose(const Req& r) { return r.has_close(); }
-
   v1::ModelInfo info_;
 };
 

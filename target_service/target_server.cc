@@ -23,59 +23,29 @@ bool TargetServer::HasWork() const {
   return false;
 }
 
-void TargetServer::Iterate() {
-  passes_.clear();
-  pass_ids_.clear();
-  std::vector<std::pair<uint64_t, absl::Status>> failed;
-  // At most one pass per session: its prefill, else its oldest verify request.
-  for (auto& [id, e] : sessions_) {
-    TargetState& st = e.state;
-    st.pass = TargetState::Pass::kNone;
-    if (TakePrefill(id, st)) continue;
-    if (st.queued.empty()) continue;
-    auto [req, received] = std::move(st.queued.front());
-    st.queued.pop_front();
-    absl::StatusOr<Proposal> p = rpc::ProposalFromProto(req.tokens(), req.dists());
-    ForwardSeq pass;
-    absl::Status s = p.ok() ? st.session->BeginVerify(req.round(), *p, &pass) : p.status();
-    if (!s.ok()) {
-      failed.emplace_back(id, s);
-      continue;
-    }
-    st.pass = TargetState::Pass::kVerify;
-    st.received = received;
-    passes_.push_back(pass);
-    pass_ids_.push_back(id);
-  }
+absl::StatusOr<bool> TargetServer::NextPass(Entry& e, ForwardSeq* pass) {
+  TargetStreamState& st = e.state;
+  if (st.queued.empty()) return false;
+  auto [req, received] = std::move(st.queued.front());
+  st.queued.pop_front();
+  ASSIGN_OR_RETURN(Proposal p, rpc::ProposalFromProto(req.tokens(), req.dists()));
+  RETURN_IF_ERROR(st.session->BeginVerify(req.round(), p, pass));
+  st.received = received;
+  return true;
+}
 
-  rpc::RunBatch(backend(), passes_, metrics(), &out_);
-  const int64_t vocab = backend().config().vocab;
-  for (size_t i = 0; i < passes_.size(); ++i) {
-    Entry& e = sessions_.at(pass_ids_[i]);
-    TargetState& st = e.state;
-    if (!out_.status[i].ok()) {
-      if (st.pass == TargetState::Pass::kVerify) st.session->AbortVerify();
-      failed.emplace_back(pass_ids_[i], out_.status[i]);
-      continue;
-    }
-    if (AnswerPrefill(e)) continue;
-    const int32_t k = passes_[i].n_logits - 1;
-    absl::StatusOr<RoundResult> v = st.session->FinishVerify(out_.logits.data() + out_.first_row[i] * vocab);
-    if (!v.ok()) {
-      failed.emplace_back(pass_ids_[i], v.status());
-      continue;
-    }
-    metrics().rollback_tokens.Increment(k - v->accepted);
-    Resp r;
-    v1::VerifyResult* res = r.mutable_verified();
-    res->set_round(v->round);
-    res->set_accepted(v->accepted);
-    res->set_next_token(v->next_token);
-    // Time on this service, queueing included: the caller counts the rest as network.
-    res->set_compute_seconds(rpc::SecondsSince(st.received));
-    e.handle->Send(std::move(r));
-  }
-  for (auto& [id, s] : failed) EndSession(id, rpc::ToGrpc(s));
+absl::Status TargetServer::FinishPass(Entry& e, const ForwardSeq& pass, const float* logits) {
+  ASSIGN_OR_RETURN(RoundResult v, e.state.session->FinishVerify(logits));
+  metrics().rollback_tokens.Increment(pass.n_logits - 1 - v.accepted);
+  Resp r;
+  v1::VerifyResult* res = r.mutable_verified();
+  res->set_round(v.round);
+  res->set_accepted(v.accepted);
+  res->set_next_token(v.next_token);
+  // Time on this service, queueing included: the caller counts the rest as network.
+  res->set_compute_seconds(rpc::SecondsSince(e.state.received));
+  e.handle->Send(std::move(r));
+  return absl::OkStatus();
 }
 
 }  // namespace specserve

@@ -18,25 +18,23 @@
 
 namespace specserve {
 
-struct TargetState {
-  std::unique_ptr<TargetSession> session;
-  bool prefill_pending = false;
-  ForwardSeq prefill;
-  rpc::Clock::time_point opened_at;
+struct TargetStreamState : rpc::StreamState<TargetSession> {
   std::deque<std::pair<v1::VerifyRequest, rpc::Clock::time_point>> queued;  // verify requests in order
   rpc::Clock::time_point received;  // of the request in this iteration's pass
-  enum class Pass { kNone, kPrefill, kVerify } pass = Pass::kNone;
 };
 
-class TargetServer final : public rpc::ModelService<v1::TargetService, v1::TargetRequest, v1::TargetResponse,
-                                                    TargetState, TargetSession> {
+class TargetServer final
+    : public rpc::ModelService<v1::TargetService, v1::TargetRequest, v1::TargetResponse, TargetStreamState> {
  public:
   ~TargetServer() override { Stop(); }
 
  private:
   absl::Status Accept(uint64_t id, Entry& e, v1::TargetRequest msg, rpc::Clock::time_point received) override;
   bool HasWork() const override;
-  void Iterate() override;
+  // The verify pass of the session's oldest queued request.
+  absl::StatusOr<bool> NextPass(Entry& e, ForwardSeq* pass) override;
+  absl::Status FinishPass(Entry& e, const ForwardSeq& pass, const float* logits) override;
+  void AbortPass(Entry& e) override { e.state.session->AbortVerify(); }
 };
 
 }  // namespace specserve
