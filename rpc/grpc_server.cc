@@ -1,4 +1,4 @@
-#include "rpc/server_runner.h"
+#include "rpc/grpc_server.h"
 
 #include <csignal>
 #include <chrono>

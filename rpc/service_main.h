@@ -1,0 +1,61 @@
+// The main() of a model service (specserve-draft, specserve-target): parse
+// the flags, start /metrics and the gRPC server (health NOT_SERVING while the
+// model loads), load the model, serve, and on SIGTERM drain and stop.
+#pragma once
+
+#include <cstdio>
+
+#include "rpc/grpc_server.h"
+#include "rpc/metrics_server.h"
+#include "rpc/model_host.h"
+#include "rpc/service_flags.h"
+#include "rpc/service_metrics.h"
+
+namespace specserve::rpc {
+
+struct ServiceMainSpec {
+  const char* prog;            // "specserve-draft"
+  const char* usage;           // the help text's first lines
+  const char* role;            // the metrics' role label: "draft", "target"
+  const char* default_listen;  // "0.0.0.0:50053"
+  int default_metrics_port;
+};
+
+// Service: a ModelService (DraftServer, TargetServer). Returns the exit code.
+template <class Service>
+int ServeModel(int argc, char** argv, const ServiceMainSpec& spec) {
+  GrpcServer::BlockTerminationSignals();
+  auto fail = [&](const absl::Status& s, int code) {
+    std::fprintf(stderr, "%s: %s\n", spec.prog, s.ToString().c_str());
+    return code;
+  };
+  CliArgs args(spec.usage);
+  DeclareServiceFlags(args, spec.default_listen, spec.default_metrics_port);
+  if (int rc = ParseServiceArgs(args, argc, argv, spec.prog); rc >= 0) return rc;
+  absl::StatusOr<ServiceFlags> flags = ReadServiceFlags(args);
+  if (!flags.ok()) return fail(flags.status(), 2);
+
+  absl::StatusOr<std::unique_ptr<MetricsServer>> metrics = MetricsServer::Start(flags->metrics_port);
+  if (!metrics.ok()) return fail(metrics.status(), 1);
+  ServiceMetrics service_metrics((*metrics)->registry(), spec.role);
+
+  Service service;
+  auto server = GrpcServer::Start(flags->server, {&service});
+  if (!server.ok()) return fail(server.status(), 1);
+  auto host = ModelHost::Load(*flags);
+  if (!host.ok()) return fail(host.status(), 1);
+  service.SetInfo((*host)->info);
+  service.Attach(host->get(), &service_metrics, flags->max_sessions);
+  (*server)->SetServing(true);
+  std::fprintf(stderr, "%s: %s on %s, listening on port %d, metrics port %d\n", spec.prog,
+               (*host)->info.name().c_str(), (*host)->info.backend().c_str(), (*server)->port(),
+               (*metrics)->port());
+
+  const int sig = GrpcServer::WaitForSignal();
+  std::fprintf(stderr, "%s: signal %d, draining\n", spec.prog, sig);
+  (*server)->Drain([&] { service.StartDraining(); }, [&] { return service.active(); });
+  service.Stop();
+  return 0;
+}
+
+}  // namespace specserve::rpc
