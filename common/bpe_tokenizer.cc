@@ -91,13 +91,12 @@ uint64_t PairKey(TokenId l, TokenId r) {
   return (static_cast<uint64_t>(static_cast<uint32_t>(l)) << 32) | static_cast<uint32_t>(r);
 }
 
-class BpeTokenizer final : public Tokenizer {
+class BpeTokenizer final : public vocab::VocabTokenizer<BpeVocab> {
  public:
   // `v` must have passed MakeBpeTokenizer's checks.
-  explicit BpeTokenizer(BpeVocab v) : v_(std::move(v)), byte_cp_(ByteToCodePoint()) {
+  explicit BpeTokenizer(BpeVocab v) : VocabTokenizer(std::move(v)), byte_cp_(ByteToCodePoint()) {
     absl::flat_hash_map<uint32_t, uint8_t> inverse;
     for (int b = 0; b < 256; ++b) inverse[byte_cp_[b]] = static_cast<uint8_t>(b);
-    bytes_.resize(v_.pieces.size());
     for (size_t i = 0; i < v_.pieces.size(); ++i) {
       const TokenId id = static_cast<TokenId>(i);
       const std::string& p = v_.pieces[i];
@@ -151,20 +150,6 @@ class BpeTokenizer final : public Tokenizer {
     return out;
   }
 
-  std::string TokenBytes(TokenId id) const override {
-    return InRange(id) ? bytes_[id] : std::string();
-  }
-  int32_t vocab_size() const override { return static_cast<int32_t>(v_.pieces.size()); }
-  TokenId bos() const override { return v_.bos; }
-  TokenId eos() const override { return v_.eos; }
-  bool add_bos() const override { return v_.add_bos; }
-  TokenType type(TokenId id) const override {
-    return InRange(id) ? v_.types[id] : TokenType::kUnknown;
-  }
-  const std::string& piece(TokenId id) const override {
-    static const std::string* const kNone = new std::string();
-    return InRange(id) ? v_.pieces[id] : *kNone;
-  }
   std::string_view model_name() const override { return "gpt2"; }
 
  private:
@@ -234,16 +219,10 @@ class BpeTokenizer final : public Tokenizer {
     }
   }
 
-  bool InRange(TokenId id) const {
-    return id >= 0 && static_cast<size_t>(id) < v_.pieces.size();
-  }
-
-  BpeVocab v_;
   std::array<uint32_t, 256> byte_cp_;
   std::array<TokenId, 256> byte_token_;  // the single-byte token of each byte, or -1
   absl::flat_hash_map<std::string, TokenId> mergeable_;
   absl::flat_hash_map<uint64_t, Merge> merges_;  // (left id, right id) -> rank, result
-  std::vector<std::string> bytes_;               // what each id decodes to
 };
 
 absl::Status Missing(const char* key) {

@@ -59,12 +59,11 @@ absl::StatusOr<TokenId> ReadId(const GgufFile& f, const char* key, int64_t dflt,
   return static_cast<TokenId>(v);
 }
 
-class SpmTokenizer final : public Tokenizer {
+class SpmTokenizer final : public vocab::VocabTokenizer<SpmVocab> {
  public:
   // `v` must have passed MakeSpmTokenizer's checks.
-  explicit SpmTokenizer(SpmVocab v) : v_(std::move(v)) {
+  explicit SpmTokenizer(SpmVocab v) : VocabTokenizer(std::move(v)) {
     byte_id_.fill(v_.unk);
-    bytes_.resize(v_.pieces.size());
     for (size_t i = 0; i < v_.pieces.size(); ++i) {
       const TokenId id = static_cast<TokenId>(i);
       const std::string& p = v_.pieces[i];
@@ -96,21 +95,7 @@ class SpmTokenizer final : public Tokenizer {
 
   std::vector<TokenId> Encode(std::string_view text, bool add_bos) const override;
 
-  std::string TokenBytes(TokenId id) const override {
-    return InRange(id) ? bytes_[id] : std::string();
-  }
-  int32_t vocab_size() const override { return static_cast<int32_t>(v_.pieces.size()); }
-  TokenId bos() const override { return v_.bos; }
-  TokenId eos() const override { return v_.eos; }
-  bool add_bos() const override { return v_.add_bos; }
   bool add_space_prefix() const override { return v_.add_space_prefix; }
-  TokenType type(TokenId id) const override {
-    return InRange(id) ? v_.types[id] : TokenType::kUnknown;
-  }
-  const std::string& piece(TokenId id) const override {
-    static const std::string* const kNone = new std::string();
-    return InRange(id) ? v_.pieces[id] : *kNone;
-  }
   std::string_view model_name() const override { return "llama"; }
 
  private:
@@ -140,14 +125,8 @@ class SpmTokenizer final : public Tokenizer {
     queue.push({v_.scores[it->second], left, right, len});
   }
 
-  bool InRange(TokenId id) const {
-    return id >= 0 && static_cast<size_t>(id) < v_.pieces.size();
-  }
-
-  SpmVocab v_;
   absl::flat_hash_map<std::string, TokenId> mergeable_;
   std::array<TokenId, 256> byte_id_;  // the <0xXX> piece of each byte, else unk
-  std::vector<std::string> bytes_;    // what each id decodes to
 };
 
 std::vector<TokenId> SpmTokenizer::Encode(std::string_view text, bool add_bos) const {

@@ -43,4 +43,29 @@ absl::Status CheckEntries(const char* key, size_t n_key, size_t n);
 absl::Status CheckTokenType(const std::vector<std::string>& pieces, const std::vector<TokenType>& types,
                             size_t i);
 
+// The accessors both tokenizers answer the same way from their vocabulary
+// (pieces, types, bos, eos, add_bos) and the decoded bytes of each id, which
+// the derived tokenizer fills in `bytes_` ([vocab]) when it is built.
+template <class Vocab>
+class VocabTokenizer : public Tokenizer {
+ public:
+  std::string TokenBytes(TokenId id) const override { return InRange(id) ? bytes_[id] : std::string(); }
+  int32_t vocab_size() const override { return static_cast<int32_t>(v_.pieces.size()); }
+  TokenId bos() const override { return v_.bos; }
+  TokenId eos() const override { return v_.eos; }
+  bool add_bos() const override { return v_.add_bos; }
+  TokenType type(TokenId id) const override { return InRange(id) ? v_.types[id] : TokenType::kUnknown; }
+  const std::string& piece(TokenId id) const override {
+    static const std::string* const kNone = new std::string();
+    return InRange(id) ? v_.pieces[id] : *kNone;
+  }
+
+ protected:
+  explicit VocabTokenizer(Vocab v) : v_(std::move(v)), bytes_(v_.pieces.size()) {}
+  bool InRange(TokenId id) const { return id >= 0 && static_cast<size_t>(id) < v_.pieces.size(); }
+
+  Vocab v_;
+  std::vector<std::string> bytes_;  // what each id decodes to
+};
+
 }  // namespace specserve::vocab

@@ -11,31 +11,25 @@
 #include "coordinator/generation_service.h"
 #include "coordinator/upstreams.h"
 #include "rpc/metrics_server.h"
-#include "rpc/server_runner.h"
+#include "rpc/grpc_server.h"
+#include "rpc/service_flags.h"
 #include "rpc/tls.h"
 
 namespace specserve {
 namespace {
 
-struct Flags {
-  rpc::ServerOptions server;
+struct Flags : rpc::ServerFlags {
   Upstreams::Options upstreams;
   CoordinatorOptions coordinator;
-  int metrics_port = 0;
-  int max_sessions = 64;
 };
 
 absl::StatusOr<Flags> ReadFlags(const CliArgs& a) {
   Flags f;
-  f.server.listen = a.Str("listen");
+  RETURN_IF_ERROR(rpc::ReadServerFlags(a, &f));
   f.upstreams.target = a.Str("target");
   f.upstreams.draft = a.Str("draft");
   if (f.upstreams.target.empty()) return absl::InvalidArgumentError("--target is required");
-  ASSIGN_OR_RETURN(int64_t metrics_port, a.Int("metrics-port", 0, 65535));
-  ASSIGN_OR_RETURN(int64_t max_sessions, a.Int("max-sessions", 1, 1 << 20));
-  ASSIGN_OR_RETURN(int64_t max_bytes, a.Int("max-message-bytes", 1024, 1 << 30));
   ASSIGN_OR_RETURN(int64_t max_tokens, a.Int("default-max-tokens", 1, 1 << 20));
-  ASSIGN_OR_RETURN(f.server.drain_seconds, a.Double("drain-seconds", 0, 3600));
   ASSIGN_OR_RETURN(f.upstreams.connect_timeout_seconds, a.Double("connect-timeout", 0, 3600));
   ASSIGN_OR_RETURN(int64_t draft_timeout_ms, a.Int("draft-timeout-ms", 0, 3600 * 1000));
   f.coordinator.draft_timeout = std::chrono::milliseconds(draft_timeout_ms);
@@ -48,14 +42,11 @@ absl::StatusOr<Flags> ReadFlags(const CliArgs& a) {
   if (k == "adaptive") {
     f.coordinator.default_k = -1;
   } else {
-    ASSIGN_OR_RETURN(int64_t kv, a.Int("default-k", 0, 16));
+    ASSIGN_OR_RETURN(int64_t kv, a.Int("default-k", 0, kMaxRoundK));
     f.coordinator.default_k = static_cast<int>(kv);
   }
   f.coordinator.default_max_tokens = static_cast<int>(max_tokens);
-  f.metrics_port = static_cast<int>(metrics_port);
-  f.max_sessions = static_cast<int>(max_sessions);
-  f.server.max_message_bytes = static_cast<int>(max_bytes);
-  f.upstreams.max_message_bytes = static_cast<int>(max_bytes);
+  f.upstreams.max_message_bytes = f.server.max_message_bytes;
   // Mutual TLS toward the services only: the public --listen port stays
   // plaintext (f.server.tls is left off).
   ASSIGN_OR_RETURN(f.upstreams.tls, rpc::ReadTlsFlags(a));
@@ -63,7 +54,6 @@ absl::StatusOr<Flags> ReadFlags(const CliArgs& a) {
   if (f.upstreams.lb_policy != "round_robin" && f.upstreams.lb_policy != "pick_first") {
     return absl::InvalidArgumentError("--lb-policy must be round_robin or pick_first");
   }
-  RETURN_IF_ERROR(rpc::ParseConnectionAgeFlags(a, &f.server));
   return f;
 }
 
@@ -76,15 +66,11 @@ int Main(int argc, char** argv) {
   rpc::GrpcServer::BlockTerminationSignals();
   CliArgs args("usage: specserve-coordinator --target HOST:PORT [--draft HOST:PORT] [--listen HOST:PORT] [flags]\n"
                "Serves specserve.v1.Generation with speculative decoding over the target and draft services.");
-  args.Flag("listen", "0.0.0.0:50051", "HOST:PORT to serve the public API on");
+  rpc::DeclareServerFlags(args, "0.0.0.0:50051", 9101, "requests");
   args.Flag("target", "", "the target service, HOST:PORT (required)");
   args.Flag("draft", "", "the draft service, HOST:PORT (optional; without it requests draft with n-grams)");
-  args.Flag("metrics-port", "9101", "Prometheus /metrics port (0: off)");
   args.Flag("default-k", "4", "tokens drafted per round when a request does not say: 0..16 or \"adaptive\"");
   args.Flag("default-max-tokens", "128", "max_tokens when a request does not say");
-  args.Flag("max-sessions", "64", "concurrent requests; more get RESOURCE_EXHAUSTED");
-  args.Flag("max-message-bytes", std::to_string(64 << 20), "largest gRPC message accepted or sent");
-  args.Flag("drain-seconds", "30", "on SIGTERM, how long running requests may finish");
   args.Flag("connect-timeout", "60", "seconds to wait at start for the target to answer");
   args.Flag("overlap", "on", "on: the draft service drafts the next block while the target verifies; off: they take turns");
   args.Flag("draft-timeout-ms", "2000",
@@ -96,12 +82,7 @@ int Main(int argc, char** argv) {
             "how sessions spread over the addresses --target and --draft resolve to (dns:///NAME:PORT of a "
             "headless Service): round_robin or pick_first");
   rpc::DeclareTlsFlags(args, rpc::TlsRole::kClient);
-  rpc::AddConnectionAgeFlags(args);
-  if (absl::Status s = args.Parse(argc, argv); !s.ok()) {
-    std::fprintf(stderr, "specserve-coordinator: %s\n%s", s.ToString().c_str(), args.HelpText().c_str());
-    return 2;
-  }
-  if (args.help()) return std::fputs(args.HelpText().c_str(), stdout), 0;
+  if (int rc = rpc::ParseServiceArgs(args, argc, argv, "specserve-coordinator"); rc >= 0) return rc;
   absl::StatusOr<Flags> flags = ReadFlags(args);
   if (!flags.ok()) return Fail(flags.status()), 2;
 

@@ -13,15 +13,21 @@ double Since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// Opens a draft or target session and runs its prompt's prefill.
+template <class Session>
+absl::Status OpenWithPrefill(Session& session, Backend& backend, const SessionSpec& spec, std::vector<float>* logits) {
+  ForwardSeq prefill;
+  RETURN_IF_ERROR(session.Open(spec, &prefill));
+  if (prefill.tokens.empty()) return absl::OkStatus();
+  absl::Status s = backend.Forward({prefill}, logits);
+  if (!s.ok()) session.Close();
+  return s;
+}
+
 }  // namespace
 
 absl::Status LocalDrafter::Open(const SessionSpec& spec) {
-  ForwardSeq prefill;
-  RETURN_IF_ERROR(session_.Open(spec, &prefill));
-  if (prefill.tokens.empty()) return absl::OkStatus();
-  absl::Status s = backend_.Forward({prefill}, &logits_);
-  if (!s.ok()) session_.Close();
-  return s;
+  return OpenWithPrefill(session_, backend_, spec, &logits_);
 }
 
 absl::StatusOr<Proposal> LocalDrafter::Propose(int64_t round, const std::optional<RoundResult>& last, int32_t k) {
@@ -55,12 +61,7 @@ void LocalDrafter::PrepareAhead(int32_t k) {
 }
 
 absl::Status LocalVerifier::Open(const SessionSpec& spec) {
-  ForwardSeq prefill;
-  RETURN_IF_ERROR(session_.Open(spec, &prefill));
-  if (prefill.tokens.empty()) return absl::OkStatus();
-  absl::Status s = backend_.Forward({prefill}, &logits_);
-  if (!s.ok()) session_.Close();
-  return s;
+  return OpenWithPrefill(session_, backend_, spec, &logits_);
 }
 
 absl::StatusOr<RoundResult> LocalVerifier::Verify(int64_t round, const Proposal& p) {

@@ -19,7 +19,7 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& addr, const Upstre
   args.SetMaxSendMessageSize(max_bytes);
   // Sessions are long-lived streams: notice a vanished peer (a partition,
   // not a crash, which resets the connection) within ~30 s. The services
-  // accept pings this often (rpc/server_runner.cc).
+  // accept pings this often (rpc/grpc_server.cc).
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 20000);
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10000);
   // A service that starts after the coordinator (or restarts) is reached

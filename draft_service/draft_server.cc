@@ -1,14 +1,8 @@
 #include "draft_service/draft_server.h"
 
 namespace specserve {
-namespace {
 
-using Req = v1::DraftRequest;
-using Resp = v1::DraftResponse;
-
-}  // namespace
-
-absl::Status DraftServer::Accept(uint64_t, Entry& e, Req msg, rpc::Clock::time_point received) {
+absl::Status DraftServer::Accept(uint64_t, Entry& e, v1::DraftRequest msg, rpc::Clock::time_point received) {
   if (!msg.has_propose() && !msg.has_ahead()) {
     return absl::InvalidArgumentError("expected `propose`, `ahead` or `close`");
   }
@@ -57,7 +51,7 @@ void DraftServer::StepsDone(Entry& e) {
   }
   Proposal p = st.session->TakeProposal();
   st.last_proposed = static_cast<int32_t>(p.tokens.size());
-  Resp r;
+  v1::DraftResponse r;
   v1::Proposal* out = r.mutable_proposal();
   out->set_round(st.session->next_round() - 1);
   rpc::ProposalToProto(p, out->mutable_tokens(), out->mutable_dists());

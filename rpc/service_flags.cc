@@ -7,42 +7,51 @@
 
 namespace specserve::rpc {
 
-void DeclareServiceFlags(CliArgs& a, const std::string& default_listen, int default_metrics_port) {
+void DeclareServerFlags(CliArgs& a, const std::string& default_listen, int default_metrics_port,
+                        const std::string& what) {
   a.Flag("listen", default_listen, "HOST:PORT to serve gRPC on");
+  a.Flag("metrics-port", std::to_string(default_metrics_port), "Prometheus /metrics port (0: off)");
+  a.Flag("max-sessions", "64", "concurrent " + what + "; more get RESOURCE_EXHAUSTED");
+  a.Flag("max-message-bytes", std::to_string(64 << 20), "largest gRPC message accepted or sent");
+  a.Flag("drain-seconds", "30", "on SIGTERM, how long running " + what + " may finish");
+  AddConnectionAgeFlags(a);
+}
+
+absl::Status ReadServerFlags(const CliArgs& a, ServerFlags* f) {
+  f->server.listen = a.Str("listen");
+  ASSIGN_OR_RETURN(int64_t metrics_port, a.Int("metrics-port", 0, 65535));
+  ASSIGN_OR_RETURN(int64_t max_sessions, a.Int("max-sessions", 1, 1 << 20));
+  ASSIGN_OR_RETURN(int64_t max_bytes, a.Int("max-message-bytes", 1024, 1 << 30));
+  ASSIGN_OR_RETURN(f->server.drain_seconds, a.Double("drain-seconds", 0, 3600));
+  f->metrics_port = static_cast<int>(metrics_port);
+  f->max_sessions = static_cast<int>(max_sessions);
+  f->server.max_message_bytes = static_cast<int>(max_bytes);
+  return ParseConnectionAgeFlags(a, &f->server);
+}
+
+void DeclareServiceFlags(CliArgs& a, const std::string& default_listen, int default_metrics_port) {
+  DeclareServerFlags(a, default_listen, default_metrics_port, "sessions");
   a.Flag("model", "", "GGUF model file (required)");
   a.Flag("threads", "1", "CPU threads for the forward pass");
-  a.Flag("metrics-port", std::to_string(default_metrics_port), "Prometheus /metrics port (0: off)");
-  a.Flag("max-sessions", "64", "concurrent sessions; more get RESOURCE_EXHAUSTED");
   a.Flag("kv-blocks", "0", "KV cache blocks of 16 positions (0: room for 8 full contexts)");
-  a.Flag("max-message-bytes", std::to_string(64 << 20), "largest gRPC message accepted or sent");
-  a.Flag("drain-seconds", "30", "on SIGTERM, how long running sessions may finish");
   a.Flag("backend", "cpu", "cpu or cuda");
   a.Flag("device", "0", "CUDA device index");
   DeclareTlsFlags(a, TlsRole::kServer);
-  AddConnectionAgeFlags(a);
 }
 
 absl::StatusOr<ServiceFlags> ReadServiceFlags(const CliArgs& a) {
   ServiceFlags f;
-  f.server.listen = a.Str("listen");
+  RETURN_IF_ERROR(ReadServerFlags(a, &f));
   f.model = a.Str("model");
   if (f.model.empty()) return absl::InvalidArgumentError("--model is required");
   ASSIGN_OR_RETURN(int64_t threads, a.Int("threads", 1, 256));
-  ASSIGN_OR_RETURN(int64_t metrics_port, a.Int("metrics-port", 0, 65535));
-  ASSIGN_OR_RETURN(int64_t max_sessions, a.Int("max-sessions", 1, 1 << 20));
   ASSIGN_OR_RETURN(int64_t kv_blocks, a.Int("kv-blocks", 0, 1 << 30));
-  ASSIGN_OR_RETURN(int64_t max_bytes, a.Int("max-message-bytes", 1024, 1 << 30));
-  ASSIGN_OR_RETURN(f.server.drain_seconds, a.Double("drain-seconds", 0, 3600));
   ASSIGN_OR_RETURN(int64_t device, a.Int("device", 0, 64));
   f.backend.kind = a.Str("backend");
   f.backend.threads = static_cast<int>(threads);
   f.backend.kv_blocks = static_cast<int32_t>(kv_blocks);
   f.backend.device = static_cast<int>(device);
-  f.metrics_port = static_cast<int>(metrics_port);
-  f.max_sessions = static_cast<int>(max_sessions);
-  f.server.max_message_bytes = static_cast<int>(max_bytes);
   ASSIGN_OR_RETURN(f.server.tls, ReadTlsFlags(a));
-  RETURN_IF_ERROR(ParseConnectionAgeFlags(a, &f.server));
   return f;
 }
 

@@ -1,5 +1,7 @@
-// The flags every model service takes (listen address, model, backend, KV
-// pool, limits, TLS, connection age), declared and read in one place.
+// The flags of specserve's servers, declared and read in one place: what
+// every server takes (listen address, metrics, session and message limits,
+// drain, connection age), and what the model services add (model, backend,
+// KV pool, TLS).
 #pragma once
 
 #include <string>
@@ -11,18 +13,27 @@
 
 namespace specserve::rpc {
 
-struct ServiceFlags {
+struct ServerFlags {
   ServerOptions server;
-  std::string model;
-  BackendOptions backend;
   int metrics_port = 0;
   int max_sessions = 64;
 };
 
-// Declares --listen, --model, --threads, --metrics-port, --max-sessions,
-// --kv-blocks, --max-message-bytes, --drain-seconds, --backend, --device,
-// --tls-cert, --tls-key, --tls-ca (ReadServiceFlags reads the PEM files into
-// server.tls, so a missing one fails at start).
+// Declares --listen, --metrics-port, --max-sessions, --max-message-bytes,
+// --drain-seconds and the connection-age flags; `what` names what
+// --listen serves and what --max-sessions counts ("sessions", "requests").
+void DeclareServerFlags(CliArgs& args, const std::string& default_listen, int default_metrics_port,
+                        const std::string& what);
+absl::Status ReadServerFlags(const CliArgs& args, ServerFlags* f);
+
+struct ServiceFlags : ServerFlags {
+  std::string model;
+  BackendOptions backend;
+};
+
+// Declares the server flags and --model, --threads, --kv-blocks, --backend,
+// --device, --tls-cert, --tls-key, --tls-ca (ReadServiceFlags reads the PEM
+// files into server.tls, so a missing one fails at start).
 void DeclareServiceFlags(CliArgs& args, const std::string& default_listen, int default_metrics_port);
 absl::StatusOr<ServiceFlags> ReadServiceFlags(const CliArgs& args);
 

@@ -1,14 +1,8 @@
 #include "target_service/target_server.h"
 
 namespace specserve {
-namespace {
 
-using Req = v1::TargetRequest;
-using Resp = v1::TargetResponse;
-
-}  // namespace
-
-absl::Status TargetServer::Accept(uint64_t, Entry& e, Req msg, rpc::Clock::time_point received) {
+absl::Status TargetServer::Accept(uint64_t, Entry& e, v1::TargetRequest msg, rpc::Clock::time_point received) {
   if (!msg.has_verify()) return absl::InvalidArgumentError("expected `verify` or `close`");
   // One request at a time is the protocol; a little pipelining is tolerated.
   if (e.state.queued.size() >= 4) return absl::FailedPreconditionError("too many verify requests in flight");
@@ -37,7 +31,7 @@ absl::StatusOr<bool> TargetServer::NextPass(Entry& e, ForwardSeq* pass) {
 absl::Status TargetServer::FinishPass(Entry& e, const ForwardSeq& pass, const float* logits) {
   ASSIGN_OR_RETURN(RoundResult v, e.state.session->FinishVerify(logits));
   metrics().rollback_tokens.Increment(pass.n_logits - 1 - v.accepted);
-  Resp r;
+  v1::TargetResponse r;
   v1::VerifyResult* res = r.mutable_verified();
   res->set_round(v.round);
   res->set_accepted(v.accepted);

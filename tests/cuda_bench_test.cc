@@ -375,92 +375,116 @@ double InflationError(Backend& big, const Model& small, const std::vector<TokenI
   return err;
 }
 
-TEST(CudaBench, DecodeVerifyAndKernel) {
-  if (cuda::DeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
-  if (std::getenv("SPECSERVE_BENCH") == nullptr) GTEST_SKIP() << "set SPECSERVE_BENCH=1 to run the benchmark";
-  cudaDeviceProp prop;
-  cudaGetDeviceProperties(&prop, 0);
-  const double bw = CopyBandwidth();
+// What the benchmark prints: a row per model, then notes.
+struct Table {
   std::vector<Row> rows;
   std::vector<std::string> notes;
-  auto measure = [&](const std::string& name, const Model& model) {
-    auto b = Upload(name, model);
-    if (!b.ok()) {
-      ADD_FAILURE() << name << ": " << b.status();
-      return;
-    }
-    rows.push_back(Measure(name, **b, bw));
-  };
+};
+
+// Uploads MODEL and measures it as NAME.
+void UploadAndMeasure(const std::string& name, const Model& model, double bandwidth, Table* table) {
+  auto b = Upload(name, model);
+  if (!b.ok()) {
+    ADD_FAILURE() << name << ": " << b.status();
+    return;
+  }
+  table->rows.push_back(Measure(name, **b, bandwidth));
+}
+
+// Synthetic models with the Llama-3.1-8B and Llama-3.2-1B shapes.
+void MeasureLlamaShapes(double bandwidth, Table* table) {
   {
     auto m = MakeSynthetic("llama-3.1-8b-shape", 4096, 32, 32, 8, 128, 14336, 128256, false);
-    measure("8B shape, V=128k", m->model);
+    UploadAndMeasure("8B shape, V=128k", m->model, bandwidth, table);
   }
   {
     auto m = MakeSynthetic("llama-3.2-1b-shape", 2048, 16, 32, 8, 64, 8192, 128256, true);
-    measure("1B shape, V=128k", m->model);
+    UploadAndMeasure("1B shape, V=128k", m->model, bandwidth, table);
   }
+}
 
-  // The small trained pair, and the same pair inflated to the 8B / 1B shapes.
+// Greedy decoding of the inflated pair: plain, then speculative for each K.
+void CompareSpeculative(Backend& target, Backend& draft, const std::vector<TokenId>& prompt, Table* table) {
+  const int n = 128;
+  char buf[256];
+  double plain_ms = 0.0;
+  const std::vector<TokenId> plain = PlainGreedy(target, prompt, n, &plain_ms);
+  std::snprintf(buf, sizeof(buf), "greedy, %d tokens, 8B-shaped target: plain %.1f tok/s", n, n / plain_ms * 1e3);
+  table->notes.push_back(buf);
+  for (int K : {2, 4, 6, 8}) {
+    double ms = 0.0, acc = 0.0;
+    const std::vector<TokenId> spec = SpecGreedy(target, draft, prompt, n, K, &ms, &acc);
+    const auto diverge = std::mismatch(spec.begin(), spec.end(), plain.begin()).first - spec.begin();
+    std::snprintf(buf, sizeof(buf),
+                  "  speculative K=%d with the 1B-shaped draft: %.1f tok/s, acceptance %.3f, speedup %.2fx, %s", K,
+                  n / ms * 1e3, acc, plain_ms / ms,
+                  diverge == n ? "same tokens as plain" : ("first difference at token " + std::to_string(diverge)).c_str());
+    table->notes.push_back(buf);
+  }
+}
+
+// The small trained pair, and the same pair inflated to the 8B / 1B shapes.
+// Fatal failures return early (wrap in ASSERT_NO_FATAL_FAILURE).
+void MeasureTrainedPair(double bandwidth, Table* table) {
   const std::string target_path = ModelFile("code-target-14m"), draft_path = ModelFile("code-draft-1m");
-  if (!target_path.empty() && !draft_path.empty()) {
-    auto small_t = Model::Load(target_path);
-    auto small_d = Model::Load(draft_path);
-    ASSERT_TRUE(small_t.ok() && small_d.ok());
-    measure("code-target-14m", **small_t);
-    measure("code-draft-1m", **small_d);
-    const auto t0 = Clock::now();
-    auto big_t = inflate::Inflate(**small_t, inflate::Llama8BShape((*small_t)->config.head_dim));
-    auto big_d = inflate::Inflate(**small_d, inflate::Llama1BShape((*small_d)->config.head_dim));
-    ASSERT_TRUE(big_t.ok() && big_d.ok()) << big_t.status() << big_d.status();
-    std::fprintf(stderr, "inflated in %.1f s\n", Ms(Clock::now() - t0) / 1e3);
-    auto target = Upload("14m -> 8B shape", (*big_t)->model);
-    auto draft = Upload("1m -> 1B shape", (*big_d)->model);
-    ASSERT_TRUE(target.ok() && draft.ok()) << target.status() << draft.status();
-    const std::vector<TokenId> prompt = Prompt();
-    char buf[256];
-    std::snprintf(buf, sizeof(buf), "inflated vs small logits (last prompt position): max |diff| 8B %.4f, 1B %.4f",
-                  InflationError(**target, **small_t, prompt), InflationError(**draft, **small_d, prompt));
-    notes.push_back(buf);
-    rows.push_back(Measure("14m -> 8B shape", **target, bw));
-    rows.push_back(Measure("1m -> 1B shape", **draft, bw));
+  if (target_path.empty() || draft_path.empty()) return;
+  auto small_t = Model::Load(target_path);
+  auto small_d = Model::Load(draft_path);
+  ASSERT_TRUE(small_t.ok() && small_d.ok());
+  UploadAndMeasure("code-target-14m", **small_t, bandwidth, table);
+  UploadAndMeasure("code-draft-1m", **small_d, bandwidth, table);
+  const auto t0 = Clock::now();
+  auto big_t = inflate::Inflate(**small_t, inflate::Llama8BShape((*small_t)->config.head_dim));
+  auto big_d = inflate::Inflate(**small_d, inflate::Llama1BShape((*small_d)->config.head_dim));
+  ASSERT_TRUE(big_t.ok() && big_d.ok()) << big_t.status() << big_d.status();
+  std::fprintf(stderr, "inflated in %.1f s\n", Ms(Clock::now() - t0) / 1e3);
+  auto target = Upload("14m -> 8B shape", (*big_t)->model);
+  auto draft = Upload("1m -> 1B shape", (*big_d)->model);
+  ASSERT_TRUE(target.ok() && draft.ok()) << target.status() << draft.status();
+  const std::vector<TokenId> prompt = Prompt();
+  char buf[256];
+  std::snprintf(buf, sizeof(buf), "inflated vs small logits (last prompt position): max |diff| 8B %.4f, 1B %.4f",
+                InflationError(**target, **small_t, prompt), InflationError(**draft, **small_d, prompt));
+  table->notes.push_back(buf);
+  table->rows.push_back(Measure("14m -> 8B shape", **target, bandwidth));
+  table->rows.push_back(Measure("1m -> 1B shape", **draft, bandwidth));
+  CompareSpeculative(**target, **draft, prompt, table);
+}
 
-    const int n = 128;
-    double plain_ms = 0.0;
-    const std::vector<TokenId> plain = PlainGreedy(**target, prompt, n, &plain_ms);
-    std::snprintf(buf, sizeof(buf), "greedy, %d tokens, 8B-shaped target: plain %.1f tok/s", n, n / plain_ms * 1e3);
-    notes.push_back(buf);
-    for (int K : {2, 4, 6, 8}) {
-      double ms = 0.0, acc = 0.0;
-      const std::vector<TokenId> spec = SpecGreedy(**target, **draft, prompt, n, K, &ms, &acc);
-      const auto diverge = std::mismatch(spec.begin(), spec.end(), plain.begin()).first - spec.begin();
-      std::snprintf(buf, sizeof(buf),
-                    "  speculative K=%d with the 1B-shaped draft: %.1f tok/s, acceptance %.3f, speedup %.2fx, %s", K,
-                    n / ms * 1e3, acc, plain_ms / ms,
-                    diverge == n ? "same tokens as plain" : ("first difference at token " + std::to_string(diverge)).c_str());
-      notes.push_back(buf);
-    }
-  }
-
+// The table, then the verify kernel's times at two vocabulary sizes.
+void PrintTable(const cudaDeviceProp& prop, double bandwidth, const Table& table) {
   SamplingParams greedy, dense, nucleus;
   dense.temperature = 1.0f;
   nucleus.temperature = 0.8f;
   nucleus.top_p = 0.95f;
   nucleus.top_k = 50;
 
-  std::printf("\nspecserve GPU bench: %s, copy bandwidth %.2f TB/s (read + write)\n", prop.name, bw / 1e12);
+  std::printf("\nspecserve GPU bench: %s, copy bandwidth %.2f TB/s (read + write)\n", prop.name, bandwidth / 1e12);
   std::printf("%-18s %8s %9s %10s | verify pass ms, K+1 = %s\n", "model", "GB read", "floor ms", "decode ms",
               "1 / 2 / 4 / 8 / 16");
-  for (const Row& r : rows) {
+  for (const Row& r : table.rows) {
     std::printf("%-18s %8.2f %9.3f %10.3f |", r.name.c_str(), r.gb, r.floor_ms, r.decode_ms);
     for (double v : r.verify_ms) std::printf(" %7.3f", v);
     std::printf("\n");
   }
-  for (const std::string& note : notes) std::printf("%s\n", note.c_str());
+  for (const std::string& note : table.notes) std::printf("%s\n", note.c_str());
   for (int32_t vocab : {4096, 128256}) {
     std::printf("verify kernel, B=1 K=8, V=%-6d: greedy %.3f ms, T=1 %.3f ms, T=0.8 top-k 50 top-p 0.95 %.3f ms\n",
                 vocab, VerifyKernelMs(vocab, greedy), VerifyKernelMs(vocab, dense), VerifyKernelMs(vocab, nucleus));
   }
   std::fflush(stdout);
+}
+
+TEST(CudaBench, DecodeVerifyAndKernel) {
+  if (cuda::DeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
+  if (std::getenv("SPECSERVE_BENCH") == nullptr) GTEST_SKIP() << "set SPECSERVE_BENCH=1 to run the benchmark";
+  cudaDeviceProp prop;
+  cudaGetDeviceProperties(&prop, 0);
+  const double bw = CopyBandwidth();
+  Table table;
+  MeasureLlamaShapes(bw, &table);
+  ASSERT_NO_FATAL_FAILURE(MeasureTrainedPair(bw, &table));
+  PrintTable(prop, bw, table);
 }
 
 #else

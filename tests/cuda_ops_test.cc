@@ -18,6 +18,7 @@
 #include "kernels/cpu_matmul.h"
 #include "kernels/cpu_ops.h"
 #include "tests/backend_ops_harness.h"
+#include "tests/traced_rng.h"
 
 #if defined(SPECSERVE_HAVE_CUDA)
 #include "kernels/cuda_add.cuh"
@@ -265,15 +266,9 @@ OpOutput KvStoreOp(const std::string& backend, std::mt19937& rng) {
 #if defined(SPECSERVE_HAVE_CUDA)
   if (backend == "cuda") {
     auto dk = Dev(k), dv = Dev(v), ds = Dev(slots), dkc = Dev(cache0), dvc = Dev(cache0);
-    cuda::KvStoreArgs a;
-    a.k = dk.as<float>();
-    a.v = dv.as<float>();
-    a.slots = ds.as<int64_t>();
-    a.T = T;
-    a.kv_dim = kv_dim;
-    a.k_cache = dkc.as<float>();
-    a.v_cache = dvc.as<float>();
-    a.num_slots = num_slots;
+    const cuda::KvStoreArgs a{.k = dk.as<float>(), .v = dv.as<float>(), .slots = ds.as<int64_t>(), .T = T,
+                              .kv_dim = kv_dim, .k_cache = dkc.as<float>(), .v_cache = dvc.as<float>(),
+                              .num_slots = num_slots};
     EXPECT_TRUE(cuda::LaunchKvStore(a, nullptr).ok());
     o.got = Host(dkc, num_slots * kv_dim);
     const std::vector<float> vg = Host(dvc, num_slots * kv_dim);
@@ -287,90 +282,119 @@ OpOutput KvStoreOp(const std::string& backend, std::mt19937& rng) {
 // query tokens per sequence: decode (1), verify (K+1) or prefill (all).
 enum class AttnMode { kDecode, kVerify, kPrefill, kLong };
 
-OpOutput AttentionOp(AttnMode mode, const std::string& backend, std::mt19937& rng) {
-  const int32_t n_head_kv = Uniform(rng, 1, 4), group = std::vector<int>{1, 2, 3, 4, 8, 12}[rng() % 6];
-  const int32_t n_head = n_head_kv * group;
-  const int32_t head_dim = std::vector<int>{4, 32, 48, 64, 128, 256}[rng() % 6];
-  const int32_t block_size = std::vector<int>{1, 7, 16, 32}[rng() % 4];
-  const int32_t n_seqs = mode == AttnMode::kLong ? Uniform(rng, 1, 2) : Uniform(rng, 1, 6);
+// The inputs of one paged-attention call: random head shapes, a batch of
+// sequences whose blocks sit shuffled in one cache (with unused blocks too),
+// and the query tokens of each (its last n_new[s] positions).
+struct PagedBatch {
+  int32_t n_head_kv = 0, n_head = 0, head_dim = 0, block_size = 0, n_seqs = 0;
+  std::vector<int32_t> lens, n_new;
+  std::vector<float> k_cache, v_cache;
+  std::vector<int32_t> tables, table_offset, positions, token_seq;
+  int32_t max_keys = 1;
+  int64_t T = 0, q_dim = 0;
+  std::vector<float> q;
+  float scale = 0.0f;
+};
+
+// The sequences' lengths and new tokens; the blocks they need in total.
+int32_t RandomLengths(AttnMode mode, std::mt19937& rng, PagedBatch& b) {
+  b.n_seqs = mode == AttnMode::kLong ? Uniform(rng, 1, 2) : Uniform(rng, 1, 6);
   const int32_t max_len = mode == AttnMode::kLong ? 2048 : mode == AttnMode::kPrefill ? 200 : 300;
-  std::vector<int32_t> lens(n_seqs), n_new(n_seqs);
+  b.lens.resize(b.n_seqs);
+  b.n_new.resize(b.n_seqs);
   int32_t total_blocks = 0;
-  for (int32_t s = 0; s < n_seqs; ++s) {
-    lens[s] = Uniform(rng, 1, max_len);
-    n_new[s] = mode == AttnMode::kPrefill ? lens[s]
-               : mode == AttnMode::kVerify ? std::min(lens[s], Uniform(rng, 2, 17))
-                                           : 1;
-    total_blocks += (lens[s] + block_size - 1) / block_size;
+  for (int32_t s = 0; s < b.n_seqs; ++s) {
+    b.lens[s] = Uniform(rng, 1, max_len);
+    b.n_new[s] = mode == AttnMode::kPrefill ? b.lens[s]
+                 : mode == AttnMode::kVerify ? std::min(b.lens[s], Uniform(rng, 2, 17))
+                                             : 1;
+    total_blocks += (b.lens[s] + b.block_size - 1) / b.block_size;
   }
-  total_blocks += 3;  // unused blocks in the pool
+  return total_blocks;
+}
+
+// Each sequence's block table (shuffled blocks of the pool), and the
+// position and sequence of every query token.
+void LayOutTables(const std::vector<int32_t>& perm, PagedBatch& b) {
+  int32_t used = 0;
+  for (int32_t s = 0; s < b.n_seqs; ++s) {
+    b.table_offset.push_back(static_cast<int32_t>(b.tables.size()));
+    const int32_t nb = (b.lens[s] + b.block_size - 1) / b.block_size;
+    for (int32_t blk = 0; blk < nb; ++blk) b.tables.push_back(perm[used++]);
+    for (int32_t j = b.lens[s] - b.n_new[s]; j < b.lens[s]; ++j) {
+      b.positions.push_back(j);
+      b.token_seq.push_back(s);
+    }
+    b.max_keys = std::max(b.max_keys, b.lens[s]);
+  }
+}
+
+PagedBatch RandomPagedBatch(AttnMode mode, std::mt19937& rng) {
+  PagedBatch b;
+  b.n_head_kv = Uniform(rng, 1, 4);
+  b.n_head = b.n_head_kv * std::vector<int>{1, 2, 3, 4, 8, 12}[rng() % 6];
+  b.head_dim = std::vector<int>{4, 32, 48, 64, 128, 256}[rng() % 6];
+  b.block_size = std::vector<int>{1, 7, 16, 32}[rng() % 4];
+  const int32_t total_blocks = RandomLengths(mode, rng, b) + 3;  // unused blocks in the pool
   std::vector<int32_t> perm(total_blocks);
   std::iota(perm.begin(), perm.end(), 0);
   std::shuffle(perm.begin(), perm.end(), rng);
-  const int64_t kv_dim = int64_t{n_head_kv} * head_dim, q_dim = int64_t{n_head} * head_dim;
-  const std::vector<float> k_cache = Normal(rng, int64_t{total_blocks} * block_size * kv_dim);
-  const std::vector<float> v_cache = Normal(rng, int64_t{total_blocks} * block_size * kv_dim);
-  std::vector<int32_t> tables, table_offset, positions, token_seq;
-  int32_t used = 0, max_keys = 1;
-  for (int32_t s = 0; s < n_seqs; ++s) {
-    table_offset.push_back(static_cast<int32_t>(tables.size()));
-    const int32_t nb = (lens[s] + block_size - 1) / block_size;
-    for (int32_t b = 0; b < nb; ++b) tables.push_back(perm[used++]);
-    for (int32_t j = lens[s] - n_new[s]; j < lens[s]; ++j) {
-      positions.push_back(j);
-      token_seq.push_back(s);
-    }
-    max_keys = std::max(max_keys, lens[s]);
-  }
-  const int64_t T = static_cast<int64_t>(positions.size());
-  const std::vector<float> q = Normal(rng, T * q_dim, 0.0f, 0.5f);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  const int64_t kv_dim = int64_t{b.n_head_kv} * b.head_dim;
+  b.q_dim = int64_t{b.n_head} * b.head_dim;
+  b.k_cache = Normal(rng, int64_t{total_blocks} * b.block_size * kv_dim);
+  b.v_cache = Normal(rng, int64_t{total_blocks} * b.block_size * kv_dim);
+  LayOutTables(perm, b);
+  b.T = static_cast<int64_t>(b.positions.size());
+  b.q = Normal(rng, b.T * b.q_dim, 0.0f, 0.5f);
+  b.scale = 1.0f / std::sqrt(static_cast<float>(b.head_dim));
+  return b;
+}
 
-  auto reference = [&](std::vector<float>& out) {
-    out.assign(T * q_dim, kNaN);
-    int64_t first = 0;
-    for (int32_t s = 0; s < n_seqs; ++s) {
-      cpu::PagedAttentionArgs a{q.data() + first * q_dim, positions.data() + first, n_new[s], k_cache.data(),
-                                v_cache.data(), tables.data() + table_offset[s], n_head, n_head_kv, head_dim,
-                                block_size, scale, out.data() + first * q_dim};
-      std::vector<float> scratch(cpu::PagedAttentionScratch(a));
-      cpu::PagedAttention(a, 0, n_head_kv, scratch.data());
-      first += n_new[s];
-    }
-  };
+// The CPU kernel, one sequence at a time.
+std::vector<float> ReferenceAttention(const PagedBatch& b) {
+  std::vector<float> out(b.T * b.q_dim, kNaN);
+  int64_t first = 0;
+  for (int32_t s = 0; s < b.n_seqs; ++s) {
+    cpu::PagedAttentionArgs a{b.q.data() + first * b.q_dim, b.positions.data() + first, b.n_new[s],
+                              b.k_cache.data(), b.v_cache.data(), b.tables.data() + b.table_offset[s],
+                              b.n_head, b.n_head_kv, b.head_dim, b.block_size, b.scale, out.data() + first * b.q_dim};
+    std::vector<float> scratch(cpu::PagedAttentionScratch(a));
+    cpu::PagedAttention(a, 0, b.n_head_kv, scratch.data());
+    first += b.n_new[s];
+  }
+  return out;
+}
+
+#if defined(SPECSERVE_HAVE_CUDA)
+// The CUDA kernel, the whole batch in one launch.
+std::vector<float> CudaAttention(const PagedBatch& b) {
+  auto dq = Dev(b.q), dpos = Dev(b.positions), dseq = Dev(b.token_seq), dtab = Dev(b.tables),
+       doff = Dev(b.table_offset);
+  auto dk = Dev(b.k_cache), dv = Dev(b.v_cache);
+  auto dout = Poisoned(b.T * b.q_dim);
+  cuda::DeviceBuffer ws;
+  EXPECT_TRUE(
+      ws.Allocate(cuda::PagedAttentionWorkspaceBytes(b.T, b.n_head, b.n_head_kv, b.head_dim, b.max_keys)).ok());
+  const cuda::PagedAttentionArgs a{
+      .q = dq.as<float>(), .positions = dpos.as<int32_t>(), .token_seq = dseq.as<int32_t>(),
+      .block_tables = dtab.as<int32_t>(), .table_offset = doff.as<int32_t>(), .T = b.T, .max_keys = b.max_keys,
+      .k_cache = dk.as<float>(), .v_cache = dv.as<float>(), .n_head = b.n_head, .n_head_kv = b.n_head_kv,
+      .head_dim = b.head_dim, .block_size = b.block_size, .scale = b.scale, .out = dout.as<float>(),
+      .workspace = ws.get(), .workspace_bytes = ws.bytes()};
+  const absl::Status st = cuda::LaunchPagedAttention(a, nullptr);
+  EXPECT_TRUE(st.ok()) << st;
+  return Host(dout, b.T * b.q_dim);
+}
+#endif
+
+OpOutput AttentionOp(AttnMode mode, const std::string& backend, std::mt19937& rng) {
+  const PagedBatch batch = RandomPagedBatch(mode, rng);
   OpOutput o;
   o.rtol = 2e-5;
-  reference(o.want);
-  if (backend == "cpu") reference(o.got);
+  o.want = ReferenceAttention(batch);
+  if (backend == "cpu") o.got = ReferenceAttention(batch);
 #if defined(SPECSERVE_HAVE_CUDA)
-  if (backend == "cuda") {
-    auto dq = Dev(q), dpos = Dev(positions), dseq = Dev(token_seq), dtab = Dev(tables), doff = Dev(table_offset);
-    auto dk = Dev(k_cache), dv = Dev(v_cache);
-    auto dout = Poisoned(T * q_dim);
-    cuda::DeviceBuffer ws;
-    EXPECT_TRUE(ws.Allocate(cuda::PagedAttentionWorkspaceBytes(T, n_head, n_head_kv, head_dim, max_keys)).ok());
-    cuda::PagedAttentionArgs a;
-    a.q = dq.as<float>();
-    a.positions = dpos.as<int32_t>();
-    a.token_seq = dseq.as<int32_t>();
-    a.block_tables = dtab.as<int32_t>();
-    a.table_offset = doff.as<int32_t>();
-    a.T = T;
-    a.max_keys = max_keys;
-    a.k_cache = dk.as<float>();
-    a.v_cache = dv.as<float>();
-    a.n_head = n_head;
-    a.n_head_kv = n_head_kv;
-    a.head_dim = head_dim;
-    a.block_size = block_size;
-    a.scale = scale;
-    a.out = dout.as<float>();
-    a.workspace = ws.get();
-    a.workspace_bytes = ws.bytes();
-    const absl::Status st = cuda::LaunchPagedAttention(a, nullptr);
-    EXPECT_TRUE(st.ok()) << st;
-    o.got = Host(dout, T * q_dim);
-  }
+  if (backend == "cuda") o.got = CudaAttention(batch);
 #endif
   return o;
 }
@@ -403,14 +427,11 @@ std::vector<OpEntry> Ops() {
 TEST_P(BackendOpsTest, MatchesCpuReference) {
   const auto& [op, backend] = GetParam();
   if (backend == "cuda" && !HaveDevice()) GTEST_SKIP() << "no CUDA device";
-  std::random_device rd;  // fresh inputs every run; the seed is printed on failure
-  const uint32_t seed = rd();
-  SCOPED_TRACE(::testing::Message() << "seed " << seed);
-  std::mt19937 rng(seed);
+  TracedRng rng;  // fresh inputs every run; the seed is printed on failure
   for (const OpEntry& e : Ops()) {
     if (op != e.name) continue;
     for (int rep = 0; rep < e.repeats; ++rep) {
-      const OpOutput o = e.run(backend, rng);
+      const OpOutput o = e.run(backend, rng.get());
       EXPECT_TRUE(Near(o.got, o.want, o.rtol, o.bound.empty() ? nullptr : &o.bound)) << op << " repeat " << rep;
     }
   }

@@ -1,18 +1,18 @@
-// Unit tests for the pieces between the wire and the engine: proto
-// conversions (sparse distributions, session specs, the tokenizer carried in
-// model info), admission control, and the coordinator's text stream with
-// stop strings.
+// The proto conversions between the wire and the engine (rpc/proto_convert.h):
+// sparse distributions, proposals, session specs and the tokenizer carried in
+// model info.
 #include <gtest/gtest.h>
 
 #include "common/spm_tokenizer.h"
 #include "common/weights.h"
-#include "coordinator/text_stream.h"
-#include "rpc/admission.h"
 #include "rpc/proto_convert.h"
+#include "tests/bundled_tokenizer.h"
 #include "tests/test_paths.h"
 
 namespace specserve {
 namespace {
+
+using testing::BundledTokenizer;
 
 TEST(ProtoConvertTest, OneHotDistributionsTravelEmpty) {
   v1::SparseDist wire;
@@ -71,14 +71,6 @@ TEST(ProtoConvertTest, SessionSpecRoundTrips) {
   EXPECT_EQ(rpc::SpecFromProto(bare).draft.top_p, 1.0f);
 }
 
-std::unique_ptr<Tokenizer> BundledTokenizer() {
-  auto model = Model::Load(testing::BundledModel("code-target-7m.gguf"));
-  EXPECT_TRUE(model.ok()) << model.status();
-  auto tok = Tokenizer::FromGguf(*(*model)->file);
-  EXPECT_TRUE(tok.ok()) << tok.status();
-  return std::move(*tok);
-}
-
 TEST(ProtoConvertTest, TokenizerTravelsInModelInfo) {
   auto model = Model::Load(testing::BundledModel("code-target-7m.gguf"));
   ASSERT_TRUE(model.ok());
@@ -116,73 +108,6 @@ TEST(ProtoConvertTest, ByteLevelBpeTokenizerTravelsToo) {
   EXPECT_EQ((*remote)->Encode(text, true), (*local)->Encode(text, true));
   // A SentencePiece target and this draft do not share a vocabulary.
   EXPECT_FALSE(CheckSameVocabulary(**remote, *BundledTokenizer()).ok());
-}
-
-TEST(AdmissionTest, LimitsAndDraining) {
-  rpc::Admission a(/*max_sessions=*/2, /*kv_blocks=*/10);
-  EXPECT_TRUE(a.Admit(6).ok());
-  EXPECT_EQ(a.Admit(5).code(), absl::StatusCode::kResourceExhausted);  // 11 > 10 blocks
-  EXPECT_TRUE(a.Admit(4).ok());
-  EXPECT_EQ(a.Admit(0).code(), absl::StatusCode::kResourceExhausted);  // session limit
-  a.Release(6);
-  EXPECT_EQ(a.active(), 1);
-  a.StartDraining();
-  EXPECT_EQ(a.Admit(1).code(), absl::StatusCode::kUnavailable);
-  EXPECT_EQ(rpc::Admission::BlocksFor(33, 16), 3);
-}
-
-// Pushes `ids` one at a time; returns the concatenated releases.
-TextStream::Release PushAll(TextStream& ts, const std::vector<TokenId>& ids) {
-  TextStream::Release all;
-  for (TokenId id : ids) {
-    TextStream::Release r = ts.Push({id});
-    all.text += r.text;
-    all.ids.insert(all.ids.end(), r.ids.begin(), r.ids.end());
-    all.stopped = all.stopped || r.stopped;
-  }
-  return all;
-}
-
-TEST(TextStreamTest, WithoutStopsEverythingGoesOutInOrder) {
-  auto tok = BundledTokenizer();
-  const std::vector<TokenId> prompt = tok->Encode("def f(x):", true);
-  const std::vector<TokenId> cont = tok->Encode("def f(x):\n    return x * 2\n", true);
-  const std::vector<TokenId> gen(cont.begin() + prompt.size(), cont.end());
-  TextStream ts(*tok, prompt, {});
-  TextStream::Release r = PushAll(ts, gen);
-  TextStream::Release end = ts.Finish();
-  EXPECT_EQ(r.ids, gen);
-  EXPECT_EQ(r.text + end.text, tok->Decode(cont).substr(tok->Decode(prompt).size()));
-  EXPECT_FALSE(r.stopped);
-}
-
-TEST(TextStreamTest, StopsAtTheEarliestStopStringAndHoldsPossibleStarts) {
-  auto tok = BundledTokenizer();
-  const std::vector<TokenId> prompt = tok->Encode("x = 1", true);
-  const std::vector<TokenId> cont = tok->Encode("x = 1\ny = 2\nreturn x + y\n", true);
-  const std::vector<TokenId> gen(cont.begin() + prompt.size(), cont.end());
-  const std::string text = tok->Decode(cont).substr(tok->Decode(prompt).size());
-  const size_t at = text.find("return");
-  ASSERT_NE(at, std::string::npos);
-
-  TextStream ts(*tok, prompt, {"+ y", "return", "never"});
-  TextStream::Release r = PushAll(ts, gen);
-  EXPECT_TRUE(r.stopped);
-  EXPECT_EQ(r.text, text.substr(0, at));  // "return" comes before "+ y"
-  EXPECT_TRUE(std::equal(r.ids.begin(), r.ids.end(), gen.begin()));
-  EXPECT_LE(tok->Decode(r.ids).size(), at + 1);
-  EXPECT_TRUE(ts.Push({gen[0]}).stopped);  // nothing more after a stop
-  EXPECT_TRUE(ts.Push({gen[0]}).ids.empty());
-
-  // A tail that could start a stop string waits until it cannot.
-  TextStream held(*tok, prompt, {"\ny = 3"});
-  TextStream::Release part = PushAll(held, gen);
-  TextStream::Release rest = held.Finish();
-  EXPECT_FALSE(part.stopped);
-  EXPECT_EQ(part.text + rest.text, text);
-  std::vector<TokenId> ids = part.ids;
-  ids.insert(ids.end(), rest.ids.begin(), rest.ids.end());
-  EXPECT_EQ(ids, gen);
 }
 
 }  // namespace
