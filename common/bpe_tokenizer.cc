@@ -16,12 +16,7 @@
 namespace specserve {
 namespace {
 
-using vocab::kAddBosKey;
-using vocab::kBosKey;
-using vocab::kEosKey;
-using vocab::kTokensKey;
-using vocab::kTypesKey;
-using vocab::ParseBytePiece;
+using namespace vocab;  // the GGUF keys and checks both vocabularies share
 constexpr char kMergesKey[] = "tokenizer.ggml.merges";
 constexpr char kPreKey[] = "tokenizer.ggml.pre";
 

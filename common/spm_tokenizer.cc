@@ -23,12 +23,7 @@ constexpr char kSpaceMark[] = "\xE2\x96\x81";  // U+2581 "▁"
 // What SentencePiece prints for <unk> (its kDefaultUnknownSymbol, " ⁇ ").
 constexpr char kUnknownSurface[] = " \xE2\x81\x87 ";
 
-using vocab::kAddBosKey;
-using vocab::kBosKey;
-using vocab::kEosKey;
-using vocab::kTokensKey;
-using vocab::kTypesKey;
-using vocab::ParseBytePiece;
+using namespace vocab;  // the GGUF keys and checks both vocabularies share
 constexpr char kScoresKey[] = "tokenizer.ggml.scores";
 constexpr char kUnkKey[] = "tokenizer.ggml.unknown_token_id";
 

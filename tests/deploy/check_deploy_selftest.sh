@@ -58,6 +58,17 @@ expect() {
   return $missing
 }
 
+# must_fail LOG WHAT [ARGS...]: check_deploy on the mutated copy fails.
+must_fail() {
+  local log=$1 what=$2 rc
+  shift 2
+  set +e
+  (cd "$copy" && SPECSERVE_BIN=$SPECSERVE_BIN bash tools/check_deploy.sh "$@") >"$log" 2>&1
+  rc=$?
+  set -e
+  [ "$rc" -ne 0 ] || { cat "$log"; deploy_log "FAIL: check_deploy passed $what"; exit 1; }
+}
+
 # 1. Manifest mistakes (no servers needed).
 edit deploy/k8s/base/target.yaml $'grpc:\n              port: 50052\n            periodSeconds: 5\n            timeoutSeconds: 3\n            failureThreshold: 2' \
   $'grpc:\n              port: 50053\n            periodSeconds: 5\n            timeoutSeconds: 3\n            failureThreshold: 2'
@@ -73,11 +84,7 @@ edit deploy/k8s/overlays/gpu/gpu-services.yaml $'limits:\n              cpu: "4"
 edit deploy/prometheus/rules.yaml 'humanizePercentage }} full' 'humanizePercentage }} full!'
 edit deploy/k8s/base/config.yaml 'DRAFT_KV_BLOCKS: "0"' 'DRAFT_KV_BLOCKS: "0"   '
 edit deploy/docker/compose.yaml 'SPECSERVE_HEALTH_ADDR: 127.0.0.1:50053' 'SPECSERVE_HEALTH_ADDR: 127.0.0.1:50052'
-set +e
-(cd "$copy" && SPECSERVE_BIN=$SPECSERVE_BIN bash tools/check_deploy.sh --static) >"$work/static.log" 2>&1
-rc=$?
-set -e
-[ "$rc" -ne 0 ] || { cat "$work/static.log"; deploy_log "FAIL: check_deploy passed a broken deploy/"; exit 1; }
+must_fail "$work/static.log" "a broken deploy/" --static
 expect "$work/static.log" \
   "readinessProbe grpc port 50053 is not the service port 50052" \
   "--thread is not a flag of specserve-draft" \
@@ -105,11 +112,7 @@ edit deploy/grafana/specserve-dashboard.json 'rate(specserve_generated_tokens_to
 edit deploy/grafana/specserve-dashboard.json 'min(specserve_speculation_k{namespace=~\"$namespace\"})' \
   'min(rate(specserve_speculation_k{namespace=~\"$namespace\"}))'
 "$PYTHON" "$copy/deploy/check/sync_prometheusrule.py" >/dev/null
-set +e
-(cd "$copy" && SPECSERVE_BIN=$SPECSERVE_BIN bash tools/check_deploy.sh) >"$work/live.log" 2>&1
-rc=$?
-set -e
-[ "$rc" -ne 0 ] || { cat "$work/live.log"; deploy_log "FAIL: check_deploy passed misspelt queries"; exit 1; }
+must_fail "$work/live.log" "misspelt queries"
 expect "$work/live.log" \
   "specserve_accepted_lenght_sum is not exported" \
   "groups by stage, which none of" \

@@ -30,6 +30,18 @@ probe=$SPECSERVE_BIN/specserve-health-probe
 
 # rc CMD...: the exit status, without tripping set -e.
 rc() { set +e; "$@" >/dev/null 2>&1; local r=$?; set -e; echo $r; }
+# The health probe against ADDR with its TLS settings (the rest of the
+# arguments): a valid client certificate gets in; none, another CA's, or a
+# plaintext client do not.
+probe_admits_only_valid_clients() {
+  local what=$1 addr=$2; shift 2
+  [ "$(rc "$probe" --addr "$addr" "$@" --tls-cert "$c/coordinator.crt" --tls-key "$c/coordinator.key")" = 0 ] \
+    || fail "$what: a valid client certificate was refused"
+  [ "$(rc "$probe" --addr "$addr" "$@")" = 2 ] || fail "$what: a client without a certificate got in"
+  [ "$(rc "$probe" --addr "$addr" "$@" --tls-cert "$work/other/coordinator.crt" --tls-key "$work/other/coordinator.key")" = 2 ] \
+    || fail "$what: a certificate from another CA got in"
+  [ "$(rc "$probe" --addr "$addr")" = 2 ] || fail "$what: a plaintext client got in"
+}
 
 # ---- Part 1 ---------------------------------------------------------------
 "$PYTHON" -c "import sys; sys.path.insert(0, '${CLIENT_PY%/*}'); import specserve_client; specserve_client.protos()"
@@ -67,12 +79,7 @@ done
 [ "$(rc "$PYTHON" "$CLIENT_PY" health --target "$addr" "${tls[@]}" --timeout 3)" != 0 ] \
   || fail "python client without a certificate got in"
 if [ -x "$probe" ]; then
-  [ "$(rc "$probe" --addr "$addr" "${tls[@]}" --tls-cert "$c/coordinator.crt" --tls-key "$c/coordinator.key")" = 0 ] \
-    || fail "health probe with a valid certificate"
-  [ "$(rc "$probe" --addr "$addr" "${tls[@]}")" = 2 ] || fail "health probe without a certificate got in"
-  [ "$(rc "$probe" --addr "$addr" "${tls[@]}" --tls-cert "$work/other/coordinator.crt" --tls-key "$work/other/coordinator.key")" = 2 ] \
-    || fail "health probe with another CA's certificate got in"
-  [ "$(rc "$probe" --addr "$addr")" = 2 ] || fail "plaintext health probe got in"
+  probe_admits_only_valid_clients "health probe" "$addr" "${tls[@]}"
   [ "$(rc "$probe" --addr "$addr" --tls-ca "$c/ca.crt" --tls-server-name specserve-elsewhere \
         --tls-cert "$c/coordinator.crt" --tls-key "$c/coordinator.key")" = 2 ] \
     || fail "health probe accepted a server certificate for another name"
@@ -107,12 +114,6 @@ assert s["drafter"] == "model" and s["fallbacks"] == 0 and s["drafted"] > 0, s
 EOF
 for pair in "target:$TARGET_ADDR" "draft:$DRAFT_ADDR"; do
   name=${pair%%:*}; addr=${pair#*:}
-  t=(--tls-ca "$c/ca.crt" --tls-server-name "specserve-$name")
-  [ "$(rc "$probe" --addr "$addr" "${t[@]}" --tls-cert "$c/coordinator.crt" --tls-key "$c/coordinator.key")" = 0 ] \
-    || fail "$name: a valid client certificate was refused"
-  [ "$(rc "$probe" --addr "$addr" "${t[@]}")" = 2 ] || fail "$name: a client without a certificate got in"
-  [ "$(rc "$probe" --addr "$addr" "${t[@]}" --tls-cert "$work/other/coordinator.crt" --tls-key "$work/other/coordinator.key")" = 2 ] \
-    || fail "$name: a certificate from another CA got in"
-  [ "$(rc "$probe" --addr "$addr")" = 2 ] || fail "$name: a plaintext client got in"
+  probe_admits_only_valid_clients "$name" "$addr" --tls-ca "$c/ca.crt" --tls-server-name "specserve-$name"
 done
 deploy_log "part 2: coordinator <-> services over mTLS; clients without a valid certificate refused: ok"
