@@ -16,6 +16,7 @@
 #include "spec/sampling.h"
 #include "spec/verify.h"
 #include "tests/backend_ops_harness.h"
+#include "tests/verify_case.h"
 
 #if defined(SPECSERVE_HAVE_CUDA)
 #include "kernels/cuda_verify.cuh"
@@ -26,18 +27,7 @@ namespace {
 
 // --- Verify: random cases -------------------------------------------------
 
-struct VerifyCase {
-  std::vector<float> logits;  // [k + 1, vocab]
-  int32_t vocab = 0;
-  std::vector<int32_t> tokens;
-  std::vector<SparseDist> dists;
-  SamplingParams params;
-  uint64_t first_position = 0;
-  VerifyInput Input() const {
-    return VerifyInput{logits.data(), vocab, static_cast<int32_t>(tokens.size()), tokens.data(), dists.data(),
-                       params, first_position};
-  }
-};
+using testing::VerifyCase;
 
 // Logit rows with the shapes that break kernels: ties (coarse grids), -inf
 // entries, flat rows (large nuclei: top-p walks several chunks), peaked rows.

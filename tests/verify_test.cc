@@ -10,6 +10,7 @@
 #include "gtest/gtest.h"
 #include "spec/rng.h"
 #include "tests/stats.h"
+#include "tests/verify_case.h"
 
 namespace specserve {
 namespace {
@@ -18,18 +19,8 @@ SparseDist OneHot(int32_t id) { return SparseDist{{id}, {1.0f}}; }
 
 using testing::FromDense;
 
-// Owns the arrays a VerifyInput points to.
-struct Case {
-  std::vector<float> logits;  // [k + 1, vocab]
-  int32_t vocab = 0;
-  std::vector<int32_t> tokens;
-  std::vector<SparseDist> dists;
-  SamplingParams params;
-  uint64_t first_position = 10;
-  VerifyInput Input() const {
-    return VerifyInput{logits.data(), vocab, static_cast<int32_t>(tokens.size()),
-                       tokens.data(), dists.data(), params, first_position};
-  }
+struct Case : testing::VerifyCase {
+  Case() { first_position = 10; }
   VerifyResult Run() const {
     absl::StatusOr<VerifyResult> r = Verify(Input());
     EXPECT_TRUE(r.ok()) << r.status();
