@@ -33,6 +33,9 @@ absl::StatusOr<Flags> ReadFlags(const CliArgs& a) {
   ASSIGN_OR_RETURN(f.upstreams.connect_timeout_seconds, a.Double("connect-timeout", 0, 3600));
   ASSIGN_OR_RETURN(int64_t draft_timeout_ms, a.Int("draft-timeout-ms", 0, 3600 * 1000));
   f.coordinator.draft_timeout = std::chrono::milliseconds(draft_timeout_ms);
+  ASSIGN_OR_RETURN(double verify_timeout_s, a.Double("verify-timeout-s", 0, 24 * 3600));
+  f.coordinator.verify_timeout = std::chrono::milliseconds(static_cast<int64_t>(verify_timeout_s * 1000));
+  ASSIGN_OR_RETURN(f.coordinator.max_prompt_bytes, a.Int("max-prompt-bytes", 1, int64_t{1} << 32));
   ASSIGN_OR_RETURN(int64_t draft_lookup, a.Int("draft-lookup", 0, 16));
   f.coordinator.draft_lookup = static_cast<int>(draft_lookup);
   const std::string overlap = a.Str("overlap");
@@ -73,6 +76,8 @@ int Main(int argc, char** argv) {
   args.Flag("default-max-tokens", "128", "max_tokens when a request does not say");
   args.Flag("connect-timeout", "60", "seconds to wait at start for the target to answer");
   args.Flag("overlap", "on", "on: the draft service drafts the next block while the target verifies; off: they take turns");
+  args.Flag("verify-timeout-s", "60", "a verify call slower than this fails the request with UNAVAILABLE (0: wait)");
+  args.Flag("max-prompt-bytes", std::to_string(1 << 20), "longest prompt text accepted, in bytes (checked before tokenizing)");
   args.Flag("draft-timeout-ms", "2000",
             "a draft call slower than this is a draft failure: the request goes on with n-gram drafting (0: wait)");
   args.Flag("draft-lookup", "2",
@@ -86,14 +91,21 @@ int Main(int argc, char** argv) {
   absl::StatusOr<Flags> flags = ReadFlags(args);
   if (!flags.ok()) return Fail(flags.status()), 2;
 
-  absl::StatusOr<std::unique_ptr<rpc::MetricsServer>> metrics = rpc::MetricsServer::Start(flags->metrics_port);
+  absl::StatusOr<std::unique_ptr<rpc::MetricsServer>> metrics = rpc::MetricsServer::Start(flags->metrics_port, flags->metrics_host);
   if (!metrics.ok()) return Fail(metrics.status());
   CoordinatorMetrics coordinator_metrics((*metrics)->registry());
   GenerationService service(&coordinator_metrics, flags->coordinator, flags->max_sessions);
   // Health says NOT_SERVING until the target has answered.
   auto server = rpc::GrpcServer::Start(flags->server, {&service});
   if (!server.ok()) return Fail(server.status());
+  // Health follows the target from here on; SIGTERM ends the wait for it.
+  flags->upstreams.on_target_health = [&server](bool serving) { (*server)->SetServing(serving); };
+  flags->upstreams.should_stop = [] { return rpc::GrpcServer::TakePendingSignal() != 0; };
   absl::StatusOr<std::unique_ptr<Upstreams>> upstreams = Upstreams::Connect(flags->upstreams);
+  if (absl::IsCancelled(upstreams.status())) {
+    std::fprintf(stderr, "specserve-coordinator: signal while waiting for the target: exiting\n");
+    return 0;
+  }
   if (!upstreams.ok()) return Fail(upstreams.status());
   service.Attach(upstreams->get());
   (*server)->SetServing(true);

@@ -14,6 +14,10 @@ absl::StatusOr<Plan> PlanRequest(const v1::GenerateRequest& req, const Coordinat
   if (req.has_token_ids()) {
     spec.prompt.assign(req.token_ids().ids().begin(), req.token_ids().ids().end());
   } else if (!req.text().empty()) {
+    if (static_cast<int64_t>(req.text().size()) > opts.max_prompt_bytes) {
+      return absl::InvalidArgumentError(absl::StrCat("prompt of ", req.text().size(), " bytes is over the limit of ",
+                                                     opts.max_prompt_bytes, " (--max-prompt-bytes)"));
+    }
     spec.prompt = tokenizer.Encode(req.text(), /*add_bos=*/true);
   }
   if (spec.prompt.empty()) return absl::InvalidArgumentError("empty prompt");

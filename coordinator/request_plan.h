@@ -28,6 +28,10 @@ struct CoordinatorOptions {
   bool overlap = true;
   // DraftRule::lookup_min_ngram of every session (greedy drafts only; 0: off).
   int draft_lookup = 2;
+  // A prompt longer than this is refused by its size, before tokenizing.
+  int64_t max_prompt_bytes = 1 << 20;
+  // A verify call slower than this fails the request with UNAVAILABLE (0: no limit).
+  std::chrono::milliseconds verify_timeout{60000};
 };
 
 struct Plan {

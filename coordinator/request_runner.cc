@@ -18,9 +18,9 @@ double Since(SteadyClock::time_point t0) { return std::chrono::duration<double>(
 // the target is unusable now: UNAVAILABLE, so the client may retry.
 absl::Status MapTargetError(const absl::Status& s, const RequestContext& rc) {
   if (rc.cancel->cancelled()) return absl::CancelledError("request cancelled");
-  if (std::chrono::system_clock::now() >= rc.deadline || absl::IsDeadlineExceeded(s)) {
-    return absl::DeadlineExceededError("deadline exceeded");
-  }
+  if (std::chrono::system_clock::now() >= rc.deadline) return absl::DeadlineExceededError("deadline exceeded");
+  // The target did not answer within --verify-timeout-s: it is stalled.
+  if (absl::IsDeadlineExceeded(s)) return absl::UnavailableError(absl::StrCat("target failed: ", s.message()));
   if (absl::IsInvalidArgument(s) || absl::IsResourceExhausted(s) || absl::IsUnavailable(s)) return s;
   return absl::UnavailableError(absl::StrCat("target failed: ", s.message()));
 }
@@ -37,6 +37,7 @@ class GenerationRun {
     RemoteOptions remote{rc_.cancel, rc_.deadline};
     RemoteOptions remote_draft = remote;
     remote_draft.call_timeout = opts_.draft_timeout;
+    remote.call_timeout = opts_.verify_timeout;
     bool model_missing = false;
     std::unique_ptr<Drafter> drafter = MakeDrafter(
         plan_.drafter,
@@ -45,7 +46,7 @@ class GenerationRun {
           return stub ? std::make_unique<RemoteDrafter>(stub, remote_draft) : nullptr;
         },
         &model_missing);
-    if (model_missing) CountFallback("no_draft_service");
+    if (model_missing) CountFallback(up_.draft_circuit_open() ? "circuit_open" : "no_draft_service");
     drafter_name_ = drafter ? DrafterName(drafter->kind()) : "none";
     RemoteVerifier verifier(up_.target(), remote);
     LoopOptions loop = MakeLoopOptions(drafter.get());
@@ -77,6 +78,7 @@ class GenerationRun {
       // The request's own cancellation ends the request; it says nothing
       // about the draft service.
       if (rc_.cancel->cancelled()) return nullptr;
+      up_.DraftFailed();
       CountFallback(absl::IsDeadlineExceeded(why) ? "timeout" : at_open ? "open_error" : "propose_error");
       drafter_name_ = DrafterName(v1::DRAFTER_NGRAM);
       return MakeFallbackDrafter();

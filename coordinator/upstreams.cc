@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 #include "common/status_macros.h"
 #include "rpc/proto_convert.h"
 #include "rpc/status_convert.h"
@@ -50,14 +51,16 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> TokenizerFrom(const v1::ModelInfo& in
 absl::StatusOr<std::unique_ptr<Upstreams>> Upstreams::Connect(const Options& opts) {
   auto up = std::unique_ptr<Upstreams>(new Upstreams());
   up->opts_ = opts;
-  up->target_ = v1::TargetService::NewStub(MakeChannel(opts.target, opts));
+  up->target_channel_ = MakeChannel(opts.target, opts);
+  up->target_ = v1::TargetService::NewStub(up->target_channel_);
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::duration<double>(opts.connect_timeout_seconds);
   absl::StatusOr<v1::ModelInfo> info;
   for (bool logged = false;; logged = true) {
-    info = FetchInfo(*up->target_, std::chrono::milliseconds(1000), /*wait_for_ready=*/true);
+    info = FetchInfo(*up->target_, std::chrono::milliseconds(250), /*wait_for_ready=*/true);
     if (info.ok() || std::chrono::steady_clock::now() >= give_up) break;
+    if (opts.should_stop && opts.should_stop()) return absl::CancelledError("stopped while waiting for the target");
     if (!logged) std::fprintf(stderr, "waiting for the target at %s: %s\n", opts.target.c_str(), info.status().ToString().c_str());
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   if (!info.ok()) {
     return absl::UnavailableError(absl::StrCat("target at ", opts.target, " did not answer: ", info.status().ToString()));
@@ -68,18 +71,18 @@ absl::StatusOr<std::unique_ptr<Upstreams>> Upstreams::Connect(const Options& opt
   up->config_.arch = info->arch();
   up->config_.vocab = info->vocab_size();
   up->config_.n_ctx = info->context_length();
-  if (opts.draft.empty()) return up;
-
-  up->draft_ = v1::DraftService::NewStub(MakeChannel(opts.draft, opts));
-  up->draft_state_ = DraftState::kUnchecked;
-  absl::Status s = up->CheckDraft(std::chrono::milliseconds(2000), /*wait_for_ready=*/true);
-  if (absl::IsInvalidArgument(s)) return s;  // the wrong draft: fail loudly
-  if (!s.ok()) {
-    std::fprintf(stderr, "draft at %s not reachable yet (%s); using n-gram drafting until it is\n",
-                 opts.draft.c_str(), s.ToString().c_str());
-    Upstreams* self = up.get();
-    up->prober_ = std::thread([self] { self->ProbeDraftUntilDecided(); });
+  if (!opts.draft.empty()) {
+    up->draft_ = v1::DraftService::NewStub(MakeChannel(opts.draft, opts));
+    up->draft_state_ = DraftState::kUnchecked;
+    absl::Status s = up->CheckDraft(std::chrono::milliseconds(2000), /*wait_for_ready=*/true);
+    if (absl::IsInvalidArgument(s)) return s;  // the wrong draft: fail loudly
+    if (!s.ok()) {
+      std::fprintf(stderr, "draft at %s not reachable yet (%s); using n-gram drafting until it is\n",
+                   opts.draft.c_str(), s.ToString().c_str());
+    }
   }
+  Upstreams* self = up.get();
+  up->watcher_ = std::thread([self] { self->Watch(); });
   return up;
 }
 
@@ -89,24 +92,53 @@ Upstreams::~Upstreams() {
     stopping_ = true;
   }
   stop_cv_.notify_all();
-  if (prober_.joinable()) prober_.join();
+  if (watcher_.joinable()) watcher_.join();
 }
 
-void Upstreams::ProbeDraftUntilDecided() {
+void Upstreams::Watch() {
   for (;;) {
+    bool probe_draft = false;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      if (stopping_ || draft_state_ != DraftState::kUnchecked) return;
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_) return;
+      probe_draft = draft_state_ == DraftState::kUnchecked || (draft_state_ == DraftState::kOk && circuit_open_);
     }
-    absl::Status s = CheckDraft(std::chrono::milliseconds(1000), /*wait_for_ready=*/true);
-    if (s.ok()) {
-      std::fprintf(stderr, "draft at %s is answering: speculative decoding with %s\n", opts_.draft.c_str(),
-                   draft_model().c_str());
-      return;
+    if (probe_draft) {
+      const bool was_open = draft_circuit_open();
+      if (CheckDraft(std::chrono::milliseconds(1000), /*wait_for_ready=*/true).ok()) {
+        std::fprintf(stderr, "draft at %s is answering%s: speculative decoding with %s\n", opts_.draft.c_str(),
+                     was_open ? " again" : "", draft_model().c_str());
+      }
     }
+    WatchTarget();
     std::unique_lock<std::mutex> lock(mu_);
-    stop_cv_.wait_for(lock, std::chrono::milliseconds(250), [this] { return stopping_; });
+    stop_cv_.wait_for(lock, probe_draft ? std::chrono::milliseconds(250) : opts_.health_interval,
+                      [this] { return stopping_; });
   }
+}
+
+void Upstreams::WatchTarget() {
+  auto health = grpc::health::v1::Health::NewStub(target_channel_);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(1000));
+  grpc::health::v1::HealthCheckResponse resp;
+  const bool serving = health->Check(&ctx, grpc::health::v1::HealthCheckRequest(), &resp).ok() &&
+                       resp.status() == grpc::health::v1::HealthCheckResponse::SERVING;
+  if (serving == target_serving_.exchange(serving)) return;
+  std::fprintf(stderr, "target at %s %s\n", opts_.target.c_str(), serving ? "is serving again" : "is not serving");
+  if (opts_.on_target_health) opts_.on_target_health(serving);
+}
+
+void Upstreams::DraftFailed() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (draft_state_ != DraftState::kOk || circuit_open_) return;
+  circuit_open_ = true;
+  std::fprintf(stderr, "draft at %s failed a call: skipping it until it answers again\n", opts_.draft.c_str());
+}
+
+bool Upstreams::draft_circuit_open() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return draft_state_ == DraftState::kOk && circuit_open_;
 }
 
 absl::Status Upstreams::CheckDraft(std::chrono::milliseconds timeout, bool wait_for_ready) {
@@ -123,13 +155,14 @@ absl::Status Upstreams::CheckDraft(std::chrono::milliseconds timeout, bool wait_
     return absl::InvalidArgumentError(absl::StrCat("draft vocabulary differs from the target's: ", same.message()));
   }
   draft_state_ = DraftState::kOk;
+  circuit_open_ = false;
   draft_model_ = info->name();
   return absl::OkStatus();
 }
 
 v1::DraftService::StubInterface* Upstreams::draft() {
   std::lock_guard<std::mutex> lock(mu_);
-  return draft_state_ == DraftState::kOk ? draft_.get() : nullptr;
+  return draft_state_ == DraftState::kOk && !circuit_open_ ? draft_.get() : nullptr;
 }
 
 std::string Upstreams::draft_model() const {

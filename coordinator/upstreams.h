@@ -10,7 +10,18 @@
 // (every ~250 ms, with short reconnect backoff on the channel), so requests
 // never wait on that check and use the draft as soon as it answers; a
 // mismatch found then refuses the draft for good, with a log line.
+//
+// Circuit breaker: a draft call that fails or times out (DraftFailed) opens
+// the draft's circuit: requests skip the draft (n-gram drafting, no waiting on
+// a stalled service) until a background probe finds it answering again.
+//
+// Target watch: the same background thread asks the target's health every
+// `health_interval`; on_target_health hears each change (the coordinator's
+// own health follows it).
 #pragma once
+
+#include <atomic>
+#include <functional>
 
 #include <chrono>
 #include <memory>
@@ -43,6 +54,12 @@ class Upstreams {
     // certificates, which must name the HOST of `target` / `draft`; ours
     // is presented to them). Otherwise plaintext.
     rpc::TlsConfig tls;
+    std::chrono::milliseconds health_interval{500};
+    // Called from the watch thread when the target starts or stops answering.
+    std::function<void(bool serving)> on_target_health;
+    // Polled while waiting for the target at start: true ends the wait
+    // (CANCELLED), e.g. on SIGTERM.
+    std::function<bool()> should_stop;
   };
 
   // Waits for the target's model info (retrying until the timeout), builds
@@ -65,16 +82,24 @@ class Upstreams {
   // above). Never blocks on the network.
   v1::DraftService::StubInterface* draft();
   std::string draft_model() const;
+  // The draft is configured and checked but its circuit is open.
+  bool draft_circuit_open() const;
+  // A draft call failed (not a cancellation): open the circuit.
+  void DraftFailed();
+  bool target_serving() const { return target_serving_.load(); }
 
  private:
   enum class DraftState { kNone, kUnchecked, kOk, kRefused };
   // Asks the draft for its model info and compares vocabularies.
   absl::Status CheckDraft(std::chrono::milliseconds timeout, bool wait_for_ready);
-  // Runs on prober_ while the draft is unchecked.
-  void ProbeDraftUntilDecided();
+  // The watch thread: probes an unchecked draft or one whose circuit is
+  // open, and the target's health.
+  void Watch();
+  void WatchTarget();
   Upstreams() = default;
 
   Options opts_;
+  std::shared_ptr<grpc::Channel> target_channel_;
   std::unique_ptr<v1::TargetService::Stub> target_;
   std::unique_ptr<v1::DraftService::Stub> draft_;
   v1::ModelInfo target_info_;
@@ -84,9 +109,11 @@ class Upstreams {
   mutable std::mutex mu_;
   DraftState draft_state_ = DraftState::kNone;
   std::string draft_model_;
+  bool circuit_open_ = false;
   bool stopping_ = false;
   std::condition_variable stop_cv_;
-  std::thread prober_;
+  std::atomic<bool> target_serving_{true};
+  std::thread watcher_;
 };
 
 }  // namespace specserve

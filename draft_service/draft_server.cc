@@ -11,14 +11,6 @@ absl::Status DraftServer::Accept(uint64_t, Entry& e, v1::DraftRequest msg, rpc::
   return absl::OkStatus();
 }
 
-bool DraftServer::HasWork() const {
-  for (const auto& [id, e] : sessions_) {
-    const DraftStreamState& st = e.state;
-    if (st.prefill_pending || st.proposing || !st.queued.empty()) return true;
-  }
-  return false;
-}
-
 absl::Status DraftServer::StartProposal(DraftStreamState& st) {
   auto [msg, received] = std::move(st.queued.front());
   st.queued.pop_front();

@@ -37,7 +37,9 @@ class DraftServer final
 
  private:
   absl::Status Accept(uint64_t id, Entry& e, v1::DraftRequest msg, rpc::Clock::time_point received) override;
-  bool HasWork() const override;
+  bool Busy(const Entry& e) const override {
+    return e.state.prefill_pending || e.state.proposing || !e.state.queued.empty();
+  }
   // The next draft step of a session that is proposing (or drafting ahead).
   absl::StatusOr<bool> NextPass(Entry& e, ForwardSeq* pass) override;
   absl::Status FinishPass(Entry& e, const ForwardSeq& pass, const float* logits) override;

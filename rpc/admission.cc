@@ -38,6 +38,11 @@ int32_t Admission::active() const {
   return active_;
 }
 
+int32_t Admission::reserved_blocks() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return charged_blocks_;
+}
+
 bool Admission::draining() const {
   std::lock_guard<std::mutex> lock(mu_);
   return draining_;

@@ -24,6 +24,7 @@ class Admission {
   void StartDraining();
 
   int32_t active() const;
+  int32_t reserved_blocks() const;
   bool draining() const;
 
   // Blocks a session may need for `positions` KV positions.

@@ -30,6 +30,13 @@ void GrpcServer::BlockTerminationSignals() {
   std::signal(SIGPIPE, SIG_IGN);
 }
 
+int GrpcServer::TakePendingSignal() {
+  sigset_t set = TerminationSignals();
+  timespec zero{};
+  const int sig = sigtimedwait(&set, nullptr, &zero);
+  return sig > 0 ? sig : 0;
+}
+
 int GrpcServer::WaitForSignal() {
   sigset_t set = TerminationSignals();
   int sig = 0;
@@ -59,6 +66,9 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(const ServerOption
   s->opts_ = opts;
   grpc::ServerBuilder builder;
   builder.AddListeningPort(opts.listen, MakeServerCredentials(opts.tls), &s->port_);
+  // A port another process listens on is a start-up error, not a port the
+  // kernel would share out between the two (gRPC's SO_REUSEPORT default).
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxReceiveMessageSize(opts.max_message_bytes);
   builder.SetMaxSendMessageSize(opts.max_message_bytes);
   // Let clients keep session streams alive with pings every >= 10 s
@@ -79,7 +89,7 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(const ServerOption
                                                  " (the address is taken, or --tls-key ", opts.tls.key_path,
                                                  " is not the key of --tls-cert ", opts.tls.cert_path, ")"));
     }
-    return absl::UnavailableError(absl::StrCat("cannot listen on ", opts.listen));
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", opts.listen, " (is another process using it?)"));
   }
   s->SetServing(false);
   if (opts.tls.enabled()) {
@@ -94,11 +104,17 @@ GrpcServer::~GrpcServer() {
 }
 
 void GrpcServer::SetServing(bool serving) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (draining_ && serving) return;  // once draining, NOT_SERVING for good
   if (auto* health = server_->GetHealthCheckService()) health->SetServingStatus(serving);
 }
 
 void GrpcServer::Drain(const std::function<void()>& refuse_new, const std::function<int()>& active) {
   SetServing(false);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    draining_ = true;
+  }
   refuse_new();
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(opts_.drain_seconds);
   int n = active();

@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,8 @@ class GrpcServer {
   static void BlockTerminationSignals();
   // Blocks until SIGTERM or SIGINT arrives; returns the signal number.
   static int WaitForSignal();
+  // A SIGTERM or SIGINT already pending (taken), or 0; never blocks.
+  static int TakePendingSignal();
 
   // UNAVAILABLE when the address cannot be bound (or, with TLS, the
   // certificate and key are not usable).
@@ -49,6 +52,8 @@ class GrpcServer {
                                                            const std::vector<grpc::Service*>& services);
   ~GrpcServer();
 
+  // Health for every service; thread-safe. Once Drain has begun, stays
+  // NOT_SERVING.
   void SetServing(bool serving);
   int port() const { return port_; }
 
@@ -63,6 +68,8 @@ class GrpcServer {
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   bool stopped_ = false;
+  std::mutex mu_;
+  bool draining_ = false;
 };
 
 }  // namespace specserve::rpc

@@ -10,7 +10,14 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(int port, co
   auto m = std::unique_ptr<MetricsServer>(new MetricsServer());
   if (port == 0) return m;
   try {
-    m->exposer_ = std::make_unique<prometheus::Exposer>(absl::StrCat(host, ":", port));
+    // civetweb serves a connection per worker thread and waits this long for
+    // a request on it: enough workers and a short wait, so idle connections
+    // cannot hold every worker and block the scrapes.
+    const std::string address = host.find(':') != std::string::npos && host.front() != '['
+                                    ? absl::StrCat("[", host, "]:", port)
+                                    : absl::StrCat(host, ":", port);
+    m->exposer_ = std::make_unique<prometheus::Exposer>(std::vector<std::string>{
+        "listening_ports", address, "num_threads", "16", "request_timeout_ms", "2000"});
   } catch (const std::exception& e) {  // civetweb cannot bind: the port is taken
     return absl::UnavailableError(absl::StrCat("cannot serve metrics on ", host, ":", port, ": ", e.what()));
   }

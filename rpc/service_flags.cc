@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "rpc/tls.h"
 
@@ -11,6 +12,7 @@ void DeclareServerFlags(CliArgs& a, const std::string& default_listen, int defau
                         const std::string& what) {
   a.Flag("listen", default_listen, "HOST:PORT to serve gRPC on");
   a.Flag("metrics-port", std::to_string(default_metrics_port), "Prometheus /metrics port (0: off)");
+  a.Flag("metrics-listen", "", "host /metrics listens on (default: the host of --listen)");
   a.Flag("max-sessions", "64", "concurrent " + what + "; more get RESOURCE_EXHAUSTED");
   a.Flag("max-message-bytes", std::to_string(64 << 20), "largest gRPC message accepted or sent");
   a.Flag("drain-seconds", "30", "on SIGTERM, how long running " + what + " may finish");
@@ -19,6 +21,14 @@ void DeclareServerFlags(CliArgs& a, const std::string& default_listen, int defau
 
 absl::Status ReadServerFlags(const CliArgs& a, ServerFlags* f) {
   f->server.listen = a.Str("listen");
+  f->metrics_host = a.Str("metrics-listen");
+  if (f->metrics_host.empty()) {
+    const size_t colon = f->server.listen.rfind(':');
+    if (colon == std::string::npos || colon == 0) {
+      return absl::InvalidArgumentError(absl::StrCat("--listen ", f->server.listen, " is not HOST:PORT"));
+    }
+    f->metrics_host = f->server.listen.substr(0, colon);
+  }
   ASSIGN_OR_RETURN(int64_t metrics_port, a.Int("metrics-port", 0, 65535));
   ASSIGN_OR_RETURN(int64_t max_sessions, a.Int("max-sessions", 1, 1 << 20));
   ASSIGN_OR_RETURN(int64_t max_bytes, a.Int("max-message-bytes", 1024, 1 << 30));
@@ -36,6 +46,8 @@ void DeclareServiceFlags(CliArgs& a, const std::string& default_listen, int defa
   a.Flag("kv-blocks", "0", "KV cache blocks of 16 positions (0: room for 8 full contexts)");
   a.Flag("backend", "cpu", "cpu or cuda");
   a.Flag("device", "0", "CUDA device index");
+  a.Flag("session-idle-timeout-s", "30",
+         "a session with no message for this long ends (DEADLINE_EXCEEDED) and frees its KV reservation (0: never)");
   DeclareTlsFlags(a, TlsRole::kServer);
 }
 
@@ -51,6 +63,8 @@ absl::StatusOr<ServiceFlags> ReadServiceFlags(const CliArgs& a) {
   f.backend.threads = static_cast<int>(threads);
   f.backend.kv_blocks = static_cast<int32_t>(kv_blocks);
   f.backend.device = static_cast<int>(device);
+  ASSIGN_OR_RETURN(double idle_s, a.Double("session-idle-timeout-s", 0, 24 * 3600));
+  f.session_idle_timeout = std::chrono::milliseconds(static_cast<int64_t>(idle_s * 1000));
   ASSIGN_OR_RETURN(f.server.tls, ReadTlsFlags(a));
   return f;
 }

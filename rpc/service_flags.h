@@ -4,6 +4,7 @@
 // KV pool, TLS).
 #pragma once
 
+#include <chrono>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -15,6 +16,7 @@ namespace specserve::rpc {
 
 struct ServerFlags {
   ServerOptions server;
+  std::string metrics_host;  // --metrics-listen, else the host of --listen
   int metrics_port = 0;
   int max_sessions = 64;
 };
@@ -29,6 +31,7 @@ absl::Status ReadServerFlags(const CliArgs& args, ServerFlags* f);
 struct ServiceFlags : ServerFlags {
   std::string model;
   BackendOptions backend;
+  std::chrono::milliseconds session_idle_timeout{30000};
 };
 
 // Declares the server flags and --model, --threads, --kv-blocks, --backend,

@@ -35,7 +35,7 @@ int ServeModel(int argc, char** argv, const ServiceMainSpec& spec) {
   absl::StatusOr<ServiceFlags> flags = ReadServiceFlags(args);
   if (!flags.ok()) return fail(flags.status(), 2);
 
-  absl::StatusOr<std::unique_ptr<MetricsServer>> metrics = MetricsServer::Start(flags->metrics_port);
+  absl::StatusOr<std::unique_ptr<MetricsServer>> metrics = MetricsServer::Start(flags->metrics_port, flags->metrics_host);
   if (!metrics.ok()) return fail(metrics.status(), 1);
   ServiceMetrics service_metrics((*metrics)->registry(), spec.role);
 
@@ -45,7 +45,7 @@ int ServeModel(int argc, char** argv, const ServiceMainSpec& spec) {
   auto host = ModelHost::Load(*flags);
   if (!host.ok()) return fail(host.status(), 1);
   service.SetInfo((*host)->info);
-  service.Attach(host->get(), &service_metrics, flags->max_sessions);
+  service.Attach(host->get(), &service_metrics, flags->max_sessions, flags->session_idle_timeout);
   (*server)->SetServing(true);
   std::fprintf(stderr, "%s: %s on %s, listening on port %d, metrics port %d\n", spec.prog,
                (*host)->info.name().c_str(), (*host)->info.backend().c_str(), (*server)->port(),

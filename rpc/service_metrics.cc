@@ -30,6 +30,12 @@ ServiceMetrics::ServiceMetrics(prometheus::Registry& r, const std::string& role)
                           .Labels(Role(role))
                           .Register(r)
                           .Add({})),
+      kv_blocks_reserved(prometheus::BuildGauge()
+                             .Name("specserve_kv_blocks_reserved")
+                             .Help("KV cache blocks reserved by admission for the open sessions to grow into")
+                             .Labels(Role(role))
+                             .Register(r)
+                             .Add({})),
       batch_size(prometheus::BuildHistogram()
                      .Name("specserve_batch_size")
                      .Help("Sequences per forward pass (continuous batching)")

@@ -20,6 +20,9 @@ struct ServiceMetrics {
   prometheus::Gauge& active_sessions;     // specserve_active_sessions
   prometheus::Gauge& kv_blocks_used;      // specserve_kv_blocks_used
   prometheus::Gauge& kv_blocks_total;     // specserve_kv_blocks_total
+  // specserve_kv_blocks_reserved: blocks promised to open sessions by
+  // admission (what they may grow to); used <= reserved <= total.
+  prometheus::Gauge& kv_blocks_reserved;
   prometheus::Histogram& batch_size;      // specserve_batch_size: sequences per forward pass
   prometheus::Histogram& forward_seconds; // specserve_forward_duration_seconds
   prometheus::Counter& rollback_tokens;   // specserve_rollback_tokens_total: KV positions truncated

@@ -18,6 +18,7 @@
 #include <memory>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "common/check.h"
 #include "rpc/admission.h"
 #include "rpc/batch_runner.h"
@@ -43,15 +44,20 @@ class SessionService : public SessionSink<Req, Resp> {
   struct Entry {
     std::shared_ptr<StreamHandle<Resp>> handle;
     int32_t charged_blocks = 0;
+    Clock::time_point last_message;  // opened or last request: idle sessions end
     State state;
   };
 
   ~SessionService() override { Stop(); }
 
-  // The model is loaded: start the scheduler and let sessions in.
-  void Attach(ModelHost* host, ServiceMetrics* metrics, int max_sessions) {
+  // The model is loaded: start the scheduler and let sessions in. A session
+  // with no message for `idle_timeout` ends with DEADLINE_EXCEEDED (0: never),
+  // so a client that opens sessions and walks away cannot hold the KV pool.
+  void Attach(ModelHost* host, ServiceMetrics* metrics, int max_sessions,
+              std::chrono::milliseconds idle_timeout = std::chrono::milliseconds(0)) {
     host_ = host;
     metrics_ = metrics;
+    idle_timeout_ = idle_timeout;
     admission_ = std::make_unique<Admission>(max_sessions, host->backend->kv_pool().num_blocks());
     metrics_->kv_blocks_total.Set(host->backend->kv_pool().num_blocks());
     scheduler_ = std::thread([this] { Loop(); });
@@ -116,7 +122,8 @@ class SessionService : public SessionSink<Req, Resp> {
   virtual absl::Status InitState(Entry& e, const SessionSpec& spec) = 0;
   // A request for session `id` arrived at `received`; errors end the session.
   virtual absl::Status Accept(uint64_t id, Entry& e, Req msg, Clock::time_point received) = 0;
-  virtual bool HasWork() const = 0;
+  // The session has a request queued or a pass to run.
+  virtual bool Busy(const Entry& e) const = 0;
   // One batched pass over whatever is ready; ends sessions that fail.
   virtual void Iterate() = 0;
 
@@ -148,6 +155,13 @@ class SessionService : public SessionSink<Req, Resp> {
     Clock::time_point received = Clock::now();
   };
 
+  bool HasWork() const {
+    for (const auto& [id, e] : sessions_) {
+      if (Busy(e)) return true;
+    }
+    return false;
+  }
+
   grpc::Status Refuse(const grpc::Status& s) {
     metrics_->Sessions(StatusLabel(s.error_code())).Increment();
     return s;
@@ -159,14 +173,33 @@ class SessionService : public SessionSink<Req, Resp> {
       for (Event& e : events) Apply(e);
       events.clear();
       Iterate();
+      EndIdleSessions();
       metrics_->active_sessions.Set(static_cast<double>(sessions_.size()));
       metrics_->kv_blocks_used.Set(backend().kv_pool().used_blocks());
+      metrics_->kv_blocks_reserved.Set(admission_->reserved_blocks());
     }
     // Stopped: whatever is left is cancelled (the server is already shut down).
     while (!sessions_.empty()) {
       EndSession(sessions_.begin()->first, grpc::Status(grpc::StatusCode::UNAVAILABLE, "server stopped"));
     }
     metrics_->active_sessions.Set(0);
+    metrics_->kv_blocks_reserved.Set(0);
+  }
+
+  // Ends sessions that have had no message for idle_timeout_ and have no
+  // work queued (a session waiting on its own batch pass is never idle).
+  void EndIdleSessions() {
+    if (idle_timeout_.count() <= 0) return;
+    const auto now = Clock::now();
+    std::vector<uint64_t> idle;
+    for (const auto& [id, e] : sessions_) {
+      if (now - e.last_message > idle_timeout_ && !Busy(e)) idle.push_back(id);
+    }
+    for (uint64_t id : idle) {
+      EndSession(id, grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                                  absl::StrCat("session idle for more than ", idle_timeout_.count() / 1000.0,
+                                               " s (--session-idle-timeout-s)")));
+    }
   }
 
   void Apply(Event& e) {
@@ -176,12 +209,14 @@ class SessionService : public SessionSink<Req, Resp> {
         SPECSERVE_CHECK(inserted);
         it->second.handle = std::move(e.handle);
         it->second.charged_blocks = e.blocks;
+        it->second.last_message = e.received;
         if (absl::Status s = InitState(it->second, e.spec); !s.ok()) EndSession(e.id, ToGrpc(s));
         break;
       }
       case Event::kMessage: {
         auto it = sessions_.find(e.id);
         if (it == sessions_.end()) return;  // ended already
+        it->second.last_message = e.received;
         absl::Status s = Accept(e.id, it->second, std::move(e.msg), e.received);
         if (!s.ok()) EndSession(e.id, ToGrpc(s));
         break;
@@ -195,6 +230,7 @@ class SessionService : public SessionSink<Req, Resp> {
   ModelHost* host_ = nullptr;
   ServiceMetrics* metrics_ = nullptr;
   std::unique_ptr<Admission> admission_;
+  std::chrono::milliseconds idle_timeout_{0};
   std::atomic<bool> ready_{false};
   std::atomic<uint64_t> next_id_{1};
   WorkQueue<Event> queue_;

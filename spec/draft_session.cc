@@ -48,9 +48,10 @@ absl::Status DraftSession::BeginPropose(int64_t round, const std::optional<Round
     // The cache may keep pending, d1..dn: positions [0, base + n).
     pool_.Truncate(kv_, std::min(kv_.length, base + last->accepted));
   }
-  if (static_cast<int64_t>(seq_.size()) + k > config_.n_ctx) {
-    k = std::max(0, config_.n_ctx - seq_.size());
-  }
+  // Never draft past the context or what the session's budget can still commit.
+  const int64_t budget_end = static_cast<int64_t>(spec_.prompt.size()) + spec_.max_new_tokens;
+  k = static_cast<int32_t>(std::clamp<int64_t>(
+      std::min<int64_t>({k, config_.n_ctx - seq_.size(), budget_end - seq_.size() - 1}), 0, k));
   proposal_ = {};
   if (spec_.draft.lookup_min_ngram > 0 && spec_.draft.temperature == 0 && k > 0) {
     // The longest match first (up to 4 tokens past the minimum), so a long
@@ -82,7 +83,8 @@ void DraftSession::BeginAhead(int32_t k) {
   const int32_t n = static_cast<int32_t>(proposal_.tokens.size());
   // A looked-up proposal was never fed to the cache: nothing to draft on from.
   if (!open_ || n == 0 || k <= 0 || proposal_.looked_up ||
-      static_cast<int64_t>(seq_.size()) + n + 1 + k > config_.n_ctx) {
+      static_cast<int64_t>(seq_.size()) + n + 1 + k > config_.n_ctx ||
+      static_cast<int64_t>(seq_.size()) + n + 1 + k > static_cast<int64_t>(spec_.prompt.size()) + spec_.max_new_tokens) {
     return;  // nothing to guess from, or no room: the next round drafts normally
   }
   ahead_ = true;

@@ -27,6 +27,14 @@ absl::Status TargetSession::BeginVerify(int64_t round, const Proposal& p, Forwar
     return absl::InvalidArgumentError(absl::StrCat("proposal of ", k, " tokens and ", p.dists.size(),
                                                    " distributions (K must be <= ", kMaxRoundK, " and match)"));
   }
+  // A round commits at most k + 1 tokens; the session's budget bounds them
+  // (admission reserved KV for no more).
+  const int64_t budget_end = static_cast<int64_t>(spec_.prompt.size()) + spec_.max_new_tokens;
+  if (committed_length() + k + 1 > budget_end) {
+    return absl::OutOfRangeError(absl::StrCat("round ", round, " with K = ", k, " could commit past the session's ",
+                                              spec_.max_new_tokens, " new tokens (", budget_end - committed_length(),
+                                              " left)"));
+  }
   if (committed_length() + k > config_.n_ctx) {
     return absl::InvalidArgumentError(absl::StrCat("K = ", k, " runs past the context of ", config_.n_ctx));
   }

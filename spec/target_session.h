@@ -27,7 +27,8 @@ class TargetSession {
 
   // The verify pass over [pending, d1..dK] at positions L-1..L+K-1, with
   // logits for all K+1 rows. FAILED_PRECONDITION for a stale or repeated
-  // round; INVALID_ARGUMENT for a malformed proposal.
+  // round; INVALID_ARGUMENT for a malformed proposal; OUT_OF_RANGE when the
+  // round could commit past the session's max_new_tokens.
   absl::Status BeginVerify(int64_t round, const Proposal& p, ForwardSeq* pass);
   // logits: [K+1, vocab] from that pass. Rolls the cache back to the
   // committed sequence minus its new pending token.

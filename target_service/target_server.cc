@@ -10,13 +10,6 @@ absl::Status TargetServer::Accept(uint64_t, Entry& e, v1::TargetRequest msg, rpc
   return absl::OkStatus();
 }
 
-bool TargetServer::HasWork() const {
-  for (const auto& [id, e] : sessions_) {
-    if (e.state.prefill_pending || !e.state.queued.empty()) return true;
-  }
-  return false;
-}
-
 absl::StatusOr<bool> TargetServer::NextPass(Entry& e, ForwardSeq* pass) {
   TargetStreamState& st = e.state;
   if (st.queued.empty()) return false;

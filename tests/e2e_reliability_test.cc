@@ -1,0 +1,238 @@
+// Reliability against clients that misbehave, each case a way the services
+// could be starved or made to lie: idle internal sessions holding the KV
+// pool, sessions past their budget, blocked /metrics scrapes, a coordinator
+// whose health ignores its target, a stalled target or draft, a busy port,
+// SIGTERM during start-up, cancellations counted as draft failures.
+#include <signal.h>
+
+#include <chrono>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "tests/e2e_harness.h"
+#include "tests/e2e_requests.h"
+
+namespace specserve {
+namespace {
+
+using e2e::Cluster;
+using e2e::Loopback;
+using e2e::Metric;
+using e2e::Process;
+using e2e::Scrape;
+using Health = grpc::health::v1::HealthCheckResponse;
+using namespace e2e::failure;
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// An open TCP connection that sends nothing.
+struct IdleConnection {
+  explicit IdleConnection(int port) {
+    fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(port);
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    connected = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  }
+  ~IdleConnection() { close(fd); }
+  int fd = -1;
+  bool connected = false;
+};
+
+// The local address a listening TCP socket on `port` is bound to, as
+// /proc/net/tcp writes it ("0100007F" is 127.0.0.1, "00000000" any).
+std::string ListenAddress(int port) {
+  std::ifstream in("/proc/net/tcp");
+  char want[8];
+  std::snprintf(want, sizeof(want), ":%04X", port);
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream f(line);
+    std::string sl, local, remote, state;
+    f >> sl >> local >> remote >> state;
+    if (state == "0A" && local.size() > 5 && local.substr(local.size() - 5) == want) {
+      return local.substr(0, local.size() - 5);
+    }
+  }
+  return "";
+}
+
+e2e::ClusterOptions WithArgs(bool draft, std::vector<std::string> target_args,
+                             std::vector<std::string> coordinator_args = {},
+                             std::vector<std::string> draft_args = {}) {
+  e2e::ClusterOptions o = Options(draft, std::move(target_args), std::move(coordinator_args));
+  o.draft_args = std::move(draft_args);
+  return o;
+}
+
+// 1. Idle internal sessions end after --session-idle-timeout-s, and their
+// reserved blocks show in the metrics while they are held.
+TEST(E2eReliabilityTest, IdleInternalSessionsEndAndTheirReservationShows) {
+  Cluster c(WithArgs(false, {"--session-idle-timeout-s", "1"}));
+  ASSERT_TRUE(c.ready) << c.Logs();
+  DirectSession s(Loopback(c.target_port), PromptIds(), 1000);
+  v1::TargetResponse resp;
+  ASSERT_TRUE(s.Read(&resp)) << s.status.error_message();
+  ASSERT_TRUE(resp.has_opened());
+  // The scheduler sets the gauge right after it answers `opened`.
+  double reserved = 0;
+  for (int i = 0; i < 50 && reserved <= 0; ++i) {
+    reserved = Metric(Scrape(c.target_metrics), "specserve_kv_blocks_reserved");
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_GT(reserved, 0);
+  // What the session may grow into shows, not only the prompt's blocks in use.
+  EXPECT_GT(reserved, Metric(Scrape(c.target_metrics), "specserve_kv_blocks_used"));
+  const auto t0 = Clock::now();
+  EXPECT_FALSE(s.Read(&resp));  // the service ends the idle stream
+  EXPECT_EQ(s.status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << s.status.error_message();
+  EXPECT_LT(Seconds(t0), 5);
+  EXPECT_TRUE(ServiceIdle(c.target_metrics));
+  EXPECT_EQ(Metric(Scrape(c.target_metrics), "specserve_kv_blocks_reserved"), 0);
+}
+
+// 2. The target holds each session to its max_new_tokens.
+TEST(E2eReliabilityTest, TargetRefusesRoundsPastTheSessionBudget) {
+  Cluster c(WithArgs(false, {}));
+  ASSERT_TRUE(c.ready) << c.Logs();
+  DirectSession s(Loopback(c.target_port), PromptIds(), 2);
+  v1::TargetResponse resp;
+  ASSERT_TRUE(s.Read(&resp)) << s.status.error_message();
+  v1::TargetRequest verify;
+  verify.mutable_verify()->set_round(0);
+  for (int i = 0; i < 4; ++i) {
+    verify.mutable_verify()->add_tokens(100 + i);
+    v1::SparseDist* d = verify.mutable_verify()->add_dists();
+    d->add_ids(100 + i);
+    d->add_probs(1.0f);
+  }
+  s.stream->Write(verify);  // 4 drafted + 1 would commit up to 5 > 2
+  EXPECT_FALSE(s.Read(&resp));
+  EXPECT_EQ(s.status.error_code(), grpc::StatusCode::OUT_OF_RANGE) << s.status.error_message();
+  EXPECT_TRUE(ServiceIdle(c.target_metrics));
+}
+
+// 3. /metrics answers while idle connections hold some of its workers, and
+// listens on the host of --listen (loopback here).
+TEST(E2eReliabilityTest, MetricsAnswerDespiteIdleConnectionsAndListenOnTheListenHost) {
+  Cluster c(WithArgs(true, {}));
+  ASSERT_TRUE(c.ready) << c.Logs();
+  std::vector<std::unique_ptr<IdleConnection>> idle;
+  for (int i = 0; i < 4; ++i) idle.push_back(std::make_unique<IdleConnection>(c.target_metrics));
+  const auto t0 = Clock::now();
+  const std::string m = Scrape(c.target_metrics);
+  EXPECT_LT(Seconds(t0), 3);
+  EXPECT_GE(Metric(m, "specserve_kv_blocks_total"), 1);
+  for (int port : {c.target_metrics, c.draft_metrics, c.coordinator_metrics}) {
+    EXPECT_EQ(ListenAddress(port), "0100007F") << "metrics port " << port;
+  }
+}
+
+// 4. The coordinator's health follows its target.
+TEST(E2eReliabilityTest, CoordinatorHealthFollowsItsTarget) {
+  Cluster c(WithArgs(false, {}));
+  ASSERT_TRUE(c.ready) << c.Logs();
+  ASSERT_EQ(e2e::Health(Loopback(c.coordinator_port)), Health::SERVING);
+  c.target->Kill(SIGKILL);
+  bool not_serving = false;
+  for (int i = 0; i < 100 && !not_serving; ++i) {
+    not_serving = e2e::Health(Loopback(c.coordinator_port)) == Health::NOT_SERVING;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(not_serving) << "coordinator still SERVING 5 s after its target died";
+}
+
+// 5. A stalled target fails requests after --verify-timeout-s, not never.
+TEST(E2eReliabilityTest, StalledTargetFailsRequestsAfterTheVerifyTimeout) {
+  Cluster c(WithArgs(false, {}, {"--verify-timeout-s", "1"}));
+  ASSERT_TRUE(c.ready) << c.Logs();
+  const auto t0 = Clock::now();
+  e2e::StreamResult r = GenerateWithHook(*c.stub, Request(400, v1::DRAFTER_NGRAM), [&](grpc::ClientContext&) {
+    c.target->Signal(SIGSTOP);
+  });
+  c.target->Signal(SIGCONT);
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::UNAVAILABLE) << r.status.error_message();
+  EXPECT_LT(Seconds(t0), 10);
+}
+
+// 6. A second server on a busy port does not start.
+TEST(E2eReliabilityTest, BusyPortIsAStartUpError) {
+  Cluster c(WithArgs(false, {}));
+  ASSERT_TRUE(c.ready) << c.Logs();
+  Process second("specserve-target",
+                 {"--model", testing::BundledModel("code-target-7m.gguf"), "--listen", Loopback(c.target_port),
+                  "--metrics-port", "0"},
+                 ::testing::TempDir() + "second-target.log");
+  const int code = second.Wait(std::chrono::seconds(20));
+  EXPECT_NE(code, -1) << "a second target on port " << c.target_port << " is serving";
+  EXPECT_NE(code, 0);
+  EXPECT_NE(second.LogTail().find(std::to_string(c.target_port)), std::string::npos) << second.LogTail();
+}
+
+// 7. SIGTERM ends a coordinator still waiting for its target.
+TEST(E2eReliabilityTest, SigtermDuringStartUpExitsAtOnce) {
+  const int port = e2e::FreePort();
+  Process coordinator("specserve-coordinator",
+                      {"--target", Loopback(e2e::FreePort()), "--listen", Loopback(port), "--metrics-port", "0",
+                       "--connect-timeout", "60"},
+                      ::testing::TempDir() + "waiting-coordinator.log");
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  coordinator.Signal(SIGTERM);
+  const int code = coordinator.Wait(std::chrono::seconds(5));
+  EXPECT_NE(code, -1) << "SIGTERM ignored while waiting for the target";
+}
+
+// 8. A client's own cancellation is not a draft failure.
+TEST(E2eReliabilityTest, CancelledRequestsAreNotDraftFailures) {
+  Cluster c;
+  ASSERT_TRUE(c.ready) << c.Logs();
+  for (int i = 0; i < 3; ++i) {
+    e2e::StreamResult r = GenerateWithHook(*c.stub, Request(600), [&](grpc::ClientContext& ctx) {
+      c.draft->Signal(SIGSTOP);
+      ctx.TryCancel();
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      c.draft->Signal(SIGCONT);
+    });
+    EXPECT_EQ(r.status.error_code(), grpc::StatusCode::CANCELLED);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_LE(Metric(Scrape(c.coordinator_metrics), "specserve_drafter_fallbacks_total"), 0)
+      << Scrape(c.coordinator_metrics);
+}
+
+// 9. A draft that timed out is skipped (circuit open) instead of costing
+// every new request its timeout again; requests stay exact.
+TEST(E2eReliabilityTest, StalledDraftIsSkippedWhileItsCircuitIsOpen) {
+  Cluster c(WithArgs(true, {}, {"--draft-timeout-ms", "300"}));
+  ASSERT_TRUE(c.ready) << c.Logs();
+  c.draft->Signal(SIGSTOP);
+  for (int i = 0; i < 3; ++i) {
+    e2e::StreamResult r = e2e::Generate(*c.stub, Request(24));
+    ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+    EXPECT_EQ(r.ids, Reference(24));
+  }
+  const std::string m = Scrape(c.coordinator_metrics);
+  c.draft->Signal(SIGCONT);
+  EXPECT_EQ(Metric(m, "specserve_drafter_fallbacks_total", {"reason=\"timeout\""}), 1) << m;
+  EXPECT_GE(Metric(m, "specserve_drafter_fallbacks_total", {"reason=\"circuit_open\""}), 2) << m;
+}
+
+// 10. An oversize prompt is refused by its size, before tokenizing.
+TEST(E2eReliabilityTest, OversizePromptIsRefusedByItsSize) {
+  Cluster c(WithArgs(false, {}, {"--max-prompt-bytes", "65536"}));
+  ASSERT_TRUE(c.ready) << c.Logs();
+  v1::GenerateRequest req = Request(8);
+  req.set_text(std::string(8 << 20, 'x'));
+  const auto t0 = Clock::now();
+  e2e::StreamResult r = e2e::Generate(*c.stub, req);
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(r.status.error_message().find("max-prompt-bytes"), std::string::npos) << r.status.error_message();
+  EXPECT_LT(Seconds(t0), 2);
+}
+
+}  // namespace
+}  // namespace specserve
