@@ -57,6 +57,9 @@ struct GgufTensor {
   uint64_t offset = 0;            // relative to the data section
 
   int64_t nelements() const { return ne[0] * ne[1] * ne[2] * ne[3]; }
+  // The dims outermost first, as "[rows, cols]" for a matrix ("[n]" for a
+  // vector): the reverse of ne, n_dims of them.
+  std::string ShapeString() const;
   int64_t row_length() const { return ne[0]; }
   int64_t nrows() const { return ne[1] * ne[2] * ne[3]; }
   size_t row_bytes() const;  // bytes of one row of ne[0] elements
@@ -76,6 +79,9 @@ class GgufFile {
   uint32_t version() const { return version_; }
   uint64_t file_size() const { return size_; }
   uint32_t alignment() const { return alignment_; }
+  // Where the data section starts in the file; tensor offsets are relative
+  // to it.
+  uint64_t data_start() const { return data_start_; }
   const std::string& path() const { return path_; }
 
   bool Has(std::string_view key) const;
@@ -99,6 +105,17 @@ class GgufFile {
   const std::vector<GgufTensor>& tensors() const { return tensors_; }
   const GgufTensor* FindTensor(std::string_view name) const;
 
+  // Checks that the tensor data is laid out as GGUF writers (ggml, gguf-py)
+  // lay it out: taken in offset order, the first tensor starts the data
+  // section and each next one starts where the previous one ends, rounded up
+  // to the alignment; after the last one there are fewer than `alignment`
+  // bytes of padding. Open() only checks that each tensor lies inside the
+  // file, aligned; this catches two tensors sharing bytes and bytes that no
+  // tensor covers, which is what a moved offset or a tensor whose type or
+  // shape no longer matches its data leaves behind. INVALID_ARGUMENT naming
+  // both tensors (type, shape, size and offsets) otherwise.
+  absl::Status CheckDataLayout() const;
+
   // A short human-readable description of a value (for `specserve inspect`).
   static std::string Describe(const GgufValue& v);
 
@@ -111,6 +128,7 @@ class GgufFile {
   uint64_t size_ = 0;
   uint32_t version_ = 0;
   uint32_t alignment_ = 32;
+  uint64_t data_start_ = 0;
   std::vector<std::string> key_order_;
   absl::flat_hash_map<std::string, GgufValue> kv_;
   std::vector<GgufTensor> tensors_;

@@ -1,5 +1,8 @@
 #include "common/model_config.h"
 
+#include <tuple>
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 
@@ -45,6 +48,49 @@ absl::StatusOr<float> RopeFreqScale(const GgufFile& f, const std::string& p) {
   return static_cast<float>(1.0 / factor);
 }
 
+constexpr int64_t kMaxVocab = 1 << 22;
+
+// The vocabulary size and where it came from: the tokenizer's token list,
+// which <arch>.vocab_size must agree with when both are present; else that
+// key; else (a file without a tokenizer) the rows of token_embd.
+absl::StatusOr<std::pair<int32_t, std::string>> Vocab(const GgufFile& f, const std::string& p) {
+  const std::string size_key = p + "vocab_size";
+  if (f.Has("tokenizer.ggml.tokens")) {
+    ASSIGN_OR_RETURN(const GgufArray* tokens,
+                     f.GetArray("tokenizer.ggml.tokens", GgufValueType::kString));
+    const int64_t n = static_cast<int64_t>(tokens->size());
+    if (n <= 0 || n > kMaxVocab) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "tokenizer.ggml.tokens has ", n, " tokens (the vocabulary must have 1..", kMaxVocab, ")"));
+    }
+    if (f.Has(size_key)) {
+      ASSIGN_OR_RETURN(const int64_t declared, f.GetInt(size_key));
+      if (declared != n) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "metadata ", size_key, " = ", declared, " but tokenizer.ggml.tokens has ", n, " tokens"));
+      }
+    }
+    return std::make_pair(static_cast<int32_t>(n),
+                          absl::StrCat("the ", n, " tokens of tokenizer.ggml.tokens"));
+  }
+  if (f.Has(size_key)) {
+    ASSIGN_OR_RETURN(const int32_t n, PositiveInt(f, size_key, kMaxVocab));
+    return std::make_pair(n, absl::StrCat("metadata ", size_key, " = ", n));
+  }
+  const GgufTensor* embd = f.FindTensor("token_embd.weight");
+  if (embd == nullptr) {
+    return absl::InvalidArgumentError("missing required tensor token_embd.weight");
+  }
+  if (embd->ne[1] <= 0 || embd->ne[1] > kMaxVocab) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "token_embd.weight has ", embd->ne[1], " rows, an absurd vocabulary size (the file has "
+        "no tokenizer.ggml.tokens)"));
+  }
+  const auto n = static_cast<int32_t>(embd->ne[1]);
+  return std::make_pair(n, absl::StrCat("the ", n, " rows of token_embd.weight (the file has no "
+                                        "tokenizer.ggml.tokens)"));
+}
+
 }  // namespace
 
 absl::StatusOr<ModelConfig> ModelConfig::FromGguf(const GgufFile& f) {
@@ -79,6 +125,15 @@ absl::StatusOr<ModelConfig> ModelConfig::FromGguf(const GgufFile& f) {
     return absl::InvalidArgumentError(absl::StrCat(
         "embedding_length ", c.n_embd, " is not a multiple of head_count ", c.n_head));
   }
+  if (f.Has(p + "attention.value_length")) {
+    ASSIGN_OR_RETURN(const int32_t v_dim, PositiveInt(f, p + "attention.value_length", 4096));
+    if (v_dim != c.head_dim) {
+      return absl::UnimplementedError(absl::StrCat(
+          "metadata ", p, "attention.value_length = ", v_dim, " differs from the key head size ",
+          c.head_dim, " (", p, "attention.key_length or embedding_length / head_count): this "
+          "engine needs value heads as wide as key heads"));
+    }
+  }
   if (c.head_dim % 2 != 0) {
     return absl::InvalidArgumentError(absl::StrCat("head dimension ", c.head_dim, " is odd"));
   }
@@ -100,14 +155,7 @@ absl::StatusOr<ModelConfig> ModelConfig::FromGguf(const GgufFile& f) {
   ASSIGN_OR_RETURN(c.rope_freq_scale, RopeFreqScale(f, p));
   c.rope_neox = c.arch == "qwen2";
   c.qkv_bias = c.arch == "qwen2";
-  const GgufTensor* embd = f.FindTensor("token_embd.weight");
-  if (embd == nullptr) {
-    return absl::InvalidArgumentError("missing required tensor token_embd.weight");
-  }
-  if (embd->ne[1] <= 0 || embd->ne[1] > (1 << 22)) {
-    return absl::InvalidArgumentError("token_embd.weight has an absurd vocabulary size");
-  }
-  c.vocab = static_cast<int32_t>(embd->ne[1]);
+  ASSIGN_OR_RETURN(std::tie(c.vocab, c.vocab_source), Vocab(f, p));
   c.tied_output = f.FindTensor("output.weight") == nullptr;
   return c;
 }

@@ -12,12 +12,18 @@ namespace specserve {
 struct ModelConfig {
   std::string arch;          // general.architecture: "llama" or "qwen2"
   std::string name;          // general.name (informational)
-  int32_t vocab = 0;         // rows of token_embd
+  // Tokens: the length of tokenizer.ggml.tokens, else <arch>.vocab_size,
+  // else the rows of token_embd (a file without a tokenizer). token_embd
+  // and output must have exactly this many rows.
+  int32_t vocab = 0;
+  std::string vocab_source;  // where `vocab` came from, for error messages
   int32_t n_embd = 0;        // residual width d
   int32_t n_layer = 0;
   int32_t n_head = 0;        // query heads
   int32_t n_head_kv = 0;     // key/value heads (GQA: n_head % n_head_kv == 0)
-  int32_t head_dim = 0;      // n_embd / n_head unless key_length says otherwise
+  // n_embd / n_head unless attention.key_length says otherwise; the value
+  // heads have the same size (attention.value_length may only repeat it).
+  int32_t head_dim = 0;
   int32_t n_ff = 0;          // feed-forward hidden width
   int32_t n_ctx = 0;         // context length the model was trained for
   int32_t rope_dim = 0;      // rotated dims per head (== head_dim here)
@@ -34,8 +40,9 @@ struct ModelConfig {
   int32_t q_dim() const { return n_head * head_dim; }
   int32_t kv_dim() const { return n_head_kv * head_dim; }
 
-  // Validates every field it reads (types, ranges, divisibility) and names
-  // the key at fault.
+  // Validates every field it reads (types, ranges, divisibility, the token
+  // count against <arch>.vocab_size) and names the key at fault. The
+  // tensors are checked against the config by BindWeights.
   static absl::StatusOr<ModelConfig> FromGguf(const GgufFile& f);
 };
 

@@ -1,5 +1,11 @@
 #include "common/weights.h"
 
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 
@@ -51,9 +57,146 @@ absl::StatusOr<const float*> Vector(const GgufFile& f, const std::string& name, 
   return w.owned.back()->data();
 }
 
+// A tensor the architecture uses: its shape in ggml order (ne, innermost
+// first) and the shape's meaning, outermost first as messages print it.
+struct ExpectedTensor {
+  std::string name;
+  std::vector<int64_t> ne;
+  std::string dims;
+  bool required = true;
+};
+
+std::string RowMajor(const std::vector<int64_t>& ne) {
+  std::string out = "[";
+  for (size_t d = ne.size(); d-- > 0;) absl::StrAppend(&out, ne[d], d > 0 ? ", " : "");
+  return out + "]";
+}
+
+std::vector<ExpectedTensor> ExpectedTensors(const ModelConfig& c) {
+  const int64_t d = c.n_embd, v = c.vocab, q = c.q_dim(), kv = c.kv_dim(), ff = c.n_ff;
+  std::vector<ExpectedTensor> out = {
+      {"token_embd.weight", {d, v}, "[vocab, n_embd]"},
+      {"output_norm.weight", {d}, "[n_embd]"},
+      {"output.weight", {d, v}, "[vocab, n_embd]", /*required=*/false},
+      {"rope_freqs.weight", {c.rope_dim / 2}, "[rope dimension_count / 2]", false},
+  };
+  const std::string q_dims = "n_head * head_dim", kv_dims = "n_head_kv * head_dim";
+  for (int i = 0; i < c.n_layer; ++i) {
+    const std::string p = absl::StrCat("blk.", i, ".");
+    out.push_back({p + "attn_norm.weight", {d}, "[n_embd]"});
+    out.push_back({p + "attn_q.weight", {d, q}, "[" + q_dims + ", n_embd]"});
+    out.push_back({p + "attn_k.weight", {d, kv}, "[" + kv_dims + ", n_embd]"});
+    out.push_back({p + "attn_v.weight", {d, kv}, "[" + kv_dims + ", n_embd]"});
+    if (c.qkv_bias) {
+      out.push_back({p + "attn_q.bias", {q}, "[" + q_dims + "]"});
+      out.push_back({p + "attn_k.bias", {kv}, "[" + kv_dims + "]"});
+      out.push_back({p + "attn_v.bias", {kv}, "[" + kv_dims + "]"});
+    }
+    out.push_back({p + "attn_output.weight", {q, d}, "[n_embd, " + q_dims + "]"});
+    out.push_back({p + "ffn_norm.weight", {d}, "[n_embd]"});
+    out.push_back({p + "ffn_gate.weight", {d, ff}, "[n_ff, n_embd]"});
+    out.push_back({p + "ffn_up.weight", {d, ff}, "[n_ff, n_embd]"});
+    out.push_back({p + "ffn_down.weight", {ff, d}, "[n_embd, n_ff]"});
+  }
+  return out;
+}
+
+bool SameShape(const GgufTensor& t, const std::vector<int64_t>& ne) {
+  for (size_t d = 0; d < t.ne.size(); ++d) {
+    if (t.ne[d] != (d < ne.size() ? ne[d] : 1)) return false;
+  }
+  return true;
+}
+
+// The config values a shape message quotes.
+std::string ConfigSummary(const ModelConfig& c) {
+  return absl::StrCat("n_embd ", c.n_embd, ", n_head ", c.n_head, ", n_head_kv ", c.n_head_kv,
+                      ", head_dim ", c.head_dim, ", n_ff ", c.n_ff, ", vocab ", c.vocab, " from ",
+                      c.vocab_source);
+}
+
+// blk.N.* must be N in 0 .. n_layer - 1, every one of them present.
+absl::Status CheckLayers(const GgufFile& f, const ModelConfig& c) {
+  const std::string key = c.arch + ".block_count";
+  int64_t max_layer = -1;
+  const GgufTensor* max_tensor = nullptr;
+  for (const GgufTensor& t : f.tensors()) {
+    if (!absl::StartsWith(t.name, "blk.")) continue;
+    const size_t dot = t.name.find('.', 4);
+    int64_t layer = -1;
+    const std::string digits = t.name.substr(4, dot == std::string::npos ? std::string::npos : dot - 4);
+    if (dot == std::string::npos || digits.empty() ||
+        digits.find_first_not_of("0123456789") != std::string::npos ||
+        !absl::SimpleAtoi(digits, &layer)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "tensor ", t.name, " has no layer number (expected blk.N.<name> with N in 0..",
+          c.n_layer - 1, ")"));
+    }
+    if (layer > max_layer) {
+      max_layer = layer;
+      max_tensor = &t;
+    }
+  }
+  // As unsigned: -1 (no layer) gives 0, a huge layer number cannot overflow.
+  const uint64_t n_present = static_cast<uint64_t>(max_layer) + 1;
+  const std::string have = absl::StrCat("the file has tensors for ", n_present, " layers");
+  if (max_layer >= c.n_layer) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tensor ", max_tensor->name, " is for layer ", max_layer, ", but metadata ", key, " = ",
+        c.n_layer, " (layers 0..", c.n_layer - 1, "); ", have, " (blk.0 .. blk.", max_layer, ")"));
+  }
+  if (max_layer + 1 < c.n_layer) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "metadata ", key, " = ", c.n_layer, " but ", have,
+        max_layer >= 0 ? absl::StrCat(" (blk.0 .. blk.", max_layer, ")") : std::string(),
+        ": no tensor blk.", n_present, ".*"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
+absl::Status ValidateModelTensors(const GgufFile& f, const ModelConfig& c) {
+  // Types first: an unsupported one is a missing feature, not a broken file.
+  for (const GgufTensor& t : f.tensors()) {
+    auto traits = GetTypeTraits(static_cast<uint32_t>(t.type));
+    if (!traits || !traits->supported) {
+      return absl::UnimplementedError(absl::StrCat(
+          "tensor ", t.name, " has type ", std::string(GgmlTypeName(t.type)),
+          ", which this engine cannot multiply"));
+    }
+  }
+  RETURN_IF_ERROR(CheckLayers(f, c));
+  const std::vector<ExpectedTensor> expected = ExpectedTensors(c);
+  absl::flat_hash_set<std::string> known;
+  for (const ExpectedTensor& e : expected) {
+    known.insert(e.name);
+    const GgufTensor* t = f.FindTensor(e.name);
+    if (t == nullptr) {
+      if (!e.required) continue;
+      return absl::InvalidArgumentError(absl::StrCat(
+          "missing required tensor ", e.name, " (expected shape ", RowMajor(e.ne), " = ", e.dims,
+          ")"));
+    }
+    if (!SameShape(*t, e.ne)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "tensor ", e.name, " has shape ", t->ShapeString(), " but the config needs ",
+          RowMajor(e.ne), " = ", e.dims, " (", ConfigSummary(c), ")"));
+    }
+  }
+  for (const GgufTensor& t : f.tensors()) {
+    if (!known.contains(t.name)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "unexpected tensor ", t.name, ": the ", c.arch, " architecture",
+          c.qkv_bias ? "" : " (no q/k/v biases)", " with ", c.n_layer,
+          " layers has no tensor of that name"));
+    }
+  }
+  return f.CheckDataLayout();
+}
+
 absl::StatusOr<ModelWeights> BindWeights(const GgufFile& f, const ModelConfig& c) {
+  RETURN_IF_ERROR(ValidateModelTensors(f, c));
   ModelWeights w;
   ASSIGN_OR_RETURN(w.tok_embd, Matrix(f, "token_embd.weight", c.vocab, c.n_embd));
   ASSIGN_OR_RETURN(w.output_norm, Vector(f, "output_norm.weight", c.n_embd, w));

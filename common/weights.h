@@ -52,8 +52,22 @@ struct ModelWeights {
   std::vector<std::unique_ptr<std::vector<float>>> owned;
 };
 
-// Binds every tensor the config needs, checking presence, type support and
-// shape; errors name the tensor and both shapes.
+// Checks the file's tensors against the config, before anything is bound:
+//  - every tensor has a type this engine can run (UNIMPLEMENTED naming the
+//    tensor and the type otherwise);
+//  - the layers present (blk.N.*) are exactly 0 .. block_count - 1;
+//  - every tensor the architecture needs is present, with exactly the shape
+//    the config implies (vocab, n_embd, heads x head size, n_ff; qwen2's
+//    q/k/v biases); output.weight may be absent (tied to token_embd);
+//    rope_freqs.weight is optional;
+//  - no tensor the architecture does not use;
+//  - the data layout: no two tensors share bytes, no bytes belong to no
+//    tensor (GgufFile::CheckDataLayout).
+// Other failures are INVALID_ARGUMENT naming the tensor (or key) and what was
+// expected vs found.
+absl::Status ValidateModelTensors(const GgufFile& f, const ModelConfig& c);
+
+// Validates (ValidateModelTensors), then binds every tensor the config needs.
 absl::StatusOr<ModelWeights> BindWeights(const GgufFile& f, const ModelConfig& c);
 
 // A model ready to run: the mapping, its config and views into it.

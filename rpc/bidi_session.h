@@ -175,4 +175,12 @@ class BidiSession final : public grpc::ServerBidiReactor<Req, Resp>, public Stre
   std::atomic<bool> opened_{false};
 };
 
+// A stream refused before it starts (its client may not use the service).
+template <class Req, class Resp>
+class RefusedStream final : public grpc::ServerBidiReactor<Req, Resp> {
+ public:
+  explicit RefusedStream(const grpc::Status& s) { this->Finish(s); }
+  void OnDone() override { delete this; }
+};
+
 }  // namespace specserve::rpc

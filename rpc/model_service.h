@@ -42,13 +42,16 @@ class ModelService : public Service::CallbackService, public SessionService<Req,
   using Entry = typename Base::Entry;
 
   grpc::ServerBidiReactor<Req, Resp>* Session(grpc::CallbackServerContext* ctx) override {
+    if (grpc::Status s = CheckClientAllowed(tls_, *ctx); !s.ok()) return new RefusedStream<Req, Resp>(s);
     return new BidiSession<Req, Resp, &IsClose>(ctx, this, this->NextStreamId());
   }
 
   grpc::ServerUnaryReactor* GetModelInfo(grpc::CallbackServerContext* ctx, const v1::ModelInfoRequest*,
                                          v1::ModelInfo* resp) override {
     grpc::ServerUnaryReactor* r = ctx->DefaultReactor();
-    if (!this->ready()) {
+    if (grpc::Status s = CheckClientAllowed(tls_, *ctx); !s.ok()) {
+      r->Finish(s);
+    } else if (!this->ready()) {
       r->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "model is still loading"));
     } else {
       *resp = info_;
@@ -58,6 +61,9 @@ class ModelService : public Service::CallbackService, public SessionService<Req,
   }
 
   void SetInfo(const v1::ModelInfo& info) { info_ = info; }
+  // Before serving: with mutual TLS, only clients whose certificate names
+  // one of tls.allowed_clients open sessions or read the model info.
+  void SetTls(const TlsConfig& tls) { tls_ = tls; }
 
  protected:
   // Opens the role session on SPEC; its prompt's prefill becomes a pending
@@ -139,6 +145,7 @@ class ModelService : public Service::CallbackService, public SessionService<Req,
   std::vector<uint64_t> pass_ids_;
   BatchOutput out_;
   v1::ModelInfo info_;
+  TlsConfig tls_;
 };
 
 }  // namespace specserve::rpc

@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "common/status_macros.h"
 #include "rpc/tls.h"
 
@@ -66,6 +67,7 @@ absl::StatusOr<ServiceFlags> ReadServiceFlags(const CliArgs& a) {
   ASSIGN_OR_RETURN(double idle_s, a.Double("session-idle-timeout-s", 0, 24 * 3600));
   f.session_idle_timeout = std::chrono::milliseconds(static_cast<int64_t>(idle_s * 1000));
   ASSIGN_OR_RETURN(f.server.tls, ReadTlsFlags(a));
+  f.server.tls.allowed_clients = absl::StrSplit(a.Str("tls-allowed-clients"), ',', absl::SkipEmpty());
   return f;
 }
 

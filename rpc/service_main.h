@@ -40,6 +40,7 @@ int ServeModel(int argc, char** argv, const ServiceMainSpec& spec) {
   ServiceMetrics service_metrics((*metrics)->registry(), spec.role);
 
   Service service;
+  service.SetTls(flags->server.tls);
   auto server = GrpcServer::Start(flags->server, {&service});
   if (!server.ok()) return fail(server.status(), 1);
   auto host = ModelHost::Load(*flags);

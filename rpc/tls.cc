@@ -1,5 +1,6 @@
 #include "rpc/tls.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -7,6 +8,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace specserve::rpc {
 namespace {
@@ -48,6 +50,9 @@ void DeclareTlsFlags(CliArgs& a, TlsRole role) {
     a.Flag("tls-key", "", "PEM private key of --tls-cert");
     a.Flag("tls-ca", "",
            "PEM CA certificate(s): clients must present a certificate signed by one of them (mutual TLS)");
+    a.Flag("tls-allowed-clients", "specserve-coordinator",
+           "comma-separated names (certificate CN or DNS SAN) a client certificate must carry to open sessions "
+           "(empty: any certificate --tls-ca signed)");
   } else {
     a.Flag("tls-cert", "",
            "PEM client certificate presented to the target and draft services (mutual TLS); needs "
@@ -87,6 +92,26 @@ absl::StatusOr<TlsConfig> ReadTlsFlags(const CliArgs& a) {
   t.key_pem = std::move(*key);
   t.ca_pem = std::move(*ca);
   return t;
+}
+
+grpc::Status CheckClientAllowed(const TlsConfig& tls, const grpc::ServerContextBase& ctx) {
+  if (!tls.enabled() || tls.allowed_clients.empty()) return grpc::Status::OK;
+  std::shared_ptr<const grpc::AuthContext> auth = ctx.auth_context();
+  std::vector<std::string> names;
+  if (auth) {
+    for (const char* property : {"x509_common_name", "x509_subject_alternative_name"}) {
+      for (const grpc::string_ref& v : auth->FindPropertyValues(property)) names.emplace_back(v.data(), v.size());
+    }
+  }
+  for (const std::string& n : names) {
+    if (std::find(tls.allowed_clients.begin(), tls.allowed_clients.end(), n) != tls.allowed_clients.end()) {
+      return grpc::Status::OK;
+    }
+  }
+  return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                      absl::StrCat("client certificate (", names.empty() ? "no names" : absl::StrJoin(names, ", "),
+                                   ") is not one of --tls-allowed-clients ",
+                                   absl::StrJoin(tls.allowed_clients, ",")));
 }
 
 std::shared_ptr<grpc::ServerCredentials> MakeServerCredentials(const TlsConfig& tls) {

@@ -24,6 +24,10 @@ namespace specserve::rpc {
 struct TlsConfig {
   std::string cert_path, key_path, ca_path;  // as given, for messages
   std::string cert_pem, key_pem, ca_pem;     // the files' contents
+  // Servers: the names (certificate CN or DNS SAN) a client certificate must
+  // carry to use the model services (--tls-allowed-clients); empty: any
+  // certificate the CA signed.
+  std::vector<std::string> allowed_clients;
   bool enabled() const { return !cert_pem.empty(); }
 };
 
@@ -34,6 +38,11 @@ void DeclareTlsFlags(CliArgs& args, TlsRole role);
 // Reads the three files named by the flags. INVALID_ARGUMENT when only some
 // are given, or a file is missing, unreadable, empty or not PEM.
 absl::StatusOr<TlsConfig> ReadTlsFlags(const CliArgs& args);
+
+// OK when TLS is off, no names are required, or the call's client
+// certificate names one of `tls.allowed_clients`; PERMISSION_DENIED naming
+// the certificate's names otherwise.
+grpc::Status CheckClientAllowed(const TlsConfig& tls, const grpc::ServerContextBase& ctx);
 
 // InsecureServerCredentials when !tls.enabled(); otherwise TLS that requires
 // and verifies a client certificate signed by the CA.

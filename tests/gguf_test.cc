@@ -370,13 +370,67 @@ TEST_F(GgufTest, TensorDataOutsideOrMisaligned) {
   ExpectInvalid(w.Build(), {"'skew'", "misaligned", "32"});
 }
 
-TEST_F(GgufTest, OverlappingTensorsAreAllowed) {
+// Open() only needs each tensor inside the file; overlaps and gaps are
+// CheckDataLayout()'s (which Model::Load runs).
+TEST_F(GgufTest, OverlappingTensorsOpenButFailTheLayoutCheck) {
   GgufWriter w;
   w.F32Tensor("a", {4}, {1, 2, 3, 4});
   w.Tensor({"b", {2}, 0, "", uint64_t{0}});
   auto f = OpenBytes(w.Build());
   ASSERT_TRUE(f.ok()) << f.status();
   EXPECT_EQ((*f)->FindTensor("a")->data, (*f)->FindTensor("b")->data);
+  const absl::Status s = (*f)->CheckDataLayout();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), AllOf(HasSubstr("'a'"), HasSubstr("'b'"), HasSubstr("overlaps")));
+}
+
+TEST_F(GgufTest, DataLayout) {
+  // What the writer lays out (each tensor at the next aligned offset) passes,
+  // as do the bundled models.
+  auto f = OpenBytes(ValidWriter().Build());
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_TRUE((*f)->CheckDataLayout().ok()) << (*f)->CheckDataLayout();
+  EXPECT_EQ((*f)->data_start() % 64, 0u);
+  EXPECT_EQ((*f)->FindTensor("norm.weight")->data - (*f)->FindTensor("mat.weight")->data, -64);
+  for (const char* m : {"code-target-7m.gguf", "code-draft-1m.gguf", "code-bpe-4m.gguf"}) {
+    auto g = GgufFile::Open(testing::BundledModel(m));
+    ASSERT_TRUE(g.ok()) << g.status();
+    EXPECT_TRUE((*g)->CheckDataLayout().ok()) << m << ": " << (*g)->CheckDataLayout();
+  }
+  // The data need not be in the tensor infos' order.
+  GgufWriter w;
+  w.Tensor({"second", {8}, 0, std::string(32, '\0'), uint64_t{32}});
+  w.Tensor({"first", {8}, 0, std::string(32, '\0'), uint64_t{0}});
+  f = OpenBytes(w.Build());
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_TRUE((*f)->CheckDataLayout().ok()) << (*f)->CheckDataLayout();
+
+  auto expect_bad = [&](const GgufWriter& bad, const std::vector<std::string>& subs) {
+    auto g = OpenBytes(bad.Build());
+    ASSERT_TRUE(g.ok()) << g.status();
+    const absl::Status s = (*g)->CheckDataLayout();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+    for (const auto& sub : subs) EXPECT_THAT(std::string(s.message()), HasSubstr(sub));
+  };
+  // A gap between two tensors: 32 bytes no tensor covers.
+  w = GgufWriter();
+  w.Tensor({"a", {8}, 0, std::string(32, '\0'), uint64_t{0}});
+  w.Tensor({"b", {8}, 0, std::string(32, '\0'), uint64_t{64}});
+  expect_bad(w, {"32 unused bytes", "'a'", "'b'", "expected at data offset 32"});
+  // The first tensor not at the start of the data section.
+  w = GgufWriter();
+  w.Tensor({"late", {8}, 0, std::string(32, '\0'), uint64_t{32}});
+  expect_bad(w, {"'late'", "not 0"});
+  // Bytes after the last tensor beyond the padding (its data is 64 bytes,
+  // its shape says 32).
+  w = GgufWriter();
+  w.Tensor({"short", {8}, 0, std::string(64, '\0'), std::nullopt});
+  expect_bad(w, {"32 unused bytes", "'short'", "F32 [8]", "end of the file"});
+  // A partial tensor: ends inside another one.
+  w = GgufWriter();
+  w.Tensor({"a", {16}, 0, std::string(64, '\0'), uint64_t{0}});
+  w.Tensor({"b", {8}, 0, std::string(32, '\0'), uint64_t{32}});
+  expect_bad(w, {"'b'", "overlaps", "'a' (F32 [16], 64 bytes at data offset 0)"});
 }
 
 TEST_F(GgufTest, TypedGettersNameKeyAndTypes) {

@@ -145,6 +145,39 @@ def check_objects(name, objs, binaries, report):
         report.ok("every Deployment has one PodDisruptionBudget")
 
     _check_monitors(name, kinds, pods, services, svc_pods, report)
+    _check_network_policy(name, kinds, pods, report)
+
+
+def _check_network_policy(name, kinds, pods, report):
+    """The model services' gRPC ports admit only the coordinator's pods."""
+    coordinators = [labels for d, pod, labels in pods if _binary_of(pod) == "specserve-coordinator"]
+    for d, pod, labels in pods:
+        if _binary_of(pod) not in ("specserve-target", "specserve-draft"):
+            continue
+        where = "%s/Deployment/%s" % (name, _name(d))
+        grpc = _container_port(pod, "grpc")
+        rules = [r for p in kinds["NetworkPolicy"]
+                 if _ns(p) == _ns(d) and selector_matches(p["spec"].get("podSelector"), labels)
+                 and "Ingress" in p["spec"].get("policyTypes", ["Ingress"])
+                 for r in p["spec"].get("ingress") or []]
+        if not rules:
+            report.error(where, "no NetworkPolicy restricts who reaches its gRPC port %s" % grpc)
+            continue
+        for r in rules:
+            ports = [p.get("port") for p in r.get("ports") or []]
+            if ports and grpc not in ports:
+                continue
+            peers = r.get("from") or []
+            if not peers or any("podSelector" not in f or not any(
+                    selector_matches(f["podSelector"], c) for c in coordinators) for f in peers):
+                report.error(where, "a NetworkPolicy lets other than the coordinator reach gRPC port %s" % grpc)
+    if kinds["NetworkPolicy"]:
+        report.ok("only the coordinator reaches the model services' gRPC ports")
+
+
+def _binary_of(pod):
+    cmd = (pod.get("containers") or [{}])[0].get("command") or [""]
+    return os.path.basename(cmd[0])
 
 
 def _container_port(pod, port):

@@ -84,9 +84,11 @@ edit deploy/k8s/overlays/gpu/gpu-services.yaml $'limits:\n              cpu: "4"
 edit deploy/prometheus/rules.yaml 'humanizePercentage }} full' 'humanizePercentage }} full!'
 edit deploy/k8s/base/config.yaml 'DRAFT_KV_BLOCKS: "0"' 'DRAFT_KV_BLOCKS: "0"   '
 edit deploy/docker/compose.yaml 'SPECSERVE_HEALTH_ADDR: 127.0.0.1:50053' 'SPECSERVE_HEALTH_ADDR: 127.0.0.1:50052'
+edit deploy/k8s/base/networkpolicy.yaml $'              app.kubernetes.io/component: coordinator' $'              app.kubernetes.io/component: draft'
 must_fail "$work/static.log" "a broken deploy/" --static
 expect "$work/static.log" \
   "readinessProbe grpc port 50053 is not the service port 50052" \
+  "a NetworkPolicy lets other than the coordinator reach gRPC port 50052" \
   "--thread is not a flag of specserve-draft" \
   "--metrics-port 9111, but containerPort metrics is 9101" \
   "dns:///specserve-drafts:50053 names no Service" \

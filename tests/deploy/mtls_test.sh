@@ -116,4 +116,27 @@ for pair in "target:$TARGET_ADDR" "draft:$DRAFT_ADDR"; do
   name=${pair%%:*}; addr=${pair#*:}
   probe_admits_only_valid_clients "$name" "$addr" --tls-ca "$c/ca.crt" --tls-server-name "specserve-$name"
 done
-deploy_log "part 2: coordinator <-> services over mTLS; clients without a valid certificate refused: ok"
+# Signed by the CA is not enough: the model services serve only the names in
+# --tls-allowed-clients (default specserve-coordinator). The draft's own
+# certificate asks the target for its model info and is refused.
+model_info() {  # SERVICE ADDR CERT_NAME -> the gRPC status code name
+  "$PYTHON" - "$1" "$2" "$c" "$3" <<'EOF'
+import sys, grpc
+service, addr, certs, who = sys.argv[1:]
+read = lambda p: open(p, "rb").read()
+creds = grpc.ssl_channel_credentials(read(certs + "/ca.crt"), read(certs + "/" + who + ".key"),
+                                     read(certs + "/" + who + ".crt"))
+channel = grpc.secure_channel(addr, creds, options=[("grpc.ssl_target_name_override", "specserve-" + service)])
+call = channel.unary_unary("/specserve.v1.%sService/GetModelInfo" % service.capitalize(),
+                           request_serializer=lambda _: b"", response_deserializer=lambda b: b)
+try:
+    call(None, timeout=10)
+    print("OK")
+except grpc.RpcError as e:
+    print(e.code().name)
+EOF
+}
+[ "$(model_info target "$TARGET_ADDR" coordinator)" = OK ] || fail "target refused the coordinator's certificate"
+[ "$(model_info target "$TARGET_ADDR" draft)" = PERMISSION_DENIED ] || fail "target served the draft's certificate"
+[ "$(model_info draft "$DRAFT_ADDR" target)" = PERMISSION_DENIED ] || fail "draft served the target's certificate"
+deploy_log "part 2: coordinator <-> services over mTLS; clients without a valid certificate, or with another service's, refused: ok"
