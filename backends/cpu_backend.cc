@@ -28,8 +28,10 @@ class CpuBackend final : public Backend {
     k_cache_.resize(c_.n_layer);
     v_cache_.resize(c_.n_layer);
     for (int l = 0; l < c_.n_layer; ++l) {
-      k_cache_[l].assign(per_layer, 0.f);
-      v_cache_[l].assign(per_layer, 0.f);
+      // Not zeroed: a slot is written before any pass reads it, so the
+      // pool's pages are only committed as sessions use them.
+      k_cache_[l].reset(new float[per_layer]);
+      v_cache_[l].reset(new float[per_layer]);
     }
   }
 
@@ -125,8 +127,8 @@ class CpuBackend final : public Backend {
       const KvSeq& kv = *batch[seq_of_[t]].kv;
       const int32_t p = pos_[t];
       const int64_t slot = static_cast<int64_t>(kv.blocks[p / bs]) * bs + p % bs;
-      std::copy_n(k_.data() + t * kvd, kvd, k_cache_[l].data() + slot * kvd);
-      std::copy_n(v_.data() + t * kvd, kvd, v_cache_[l].data() + slot * kvd);
+      std::copy_n(k_.data() + t * kvd, kvd, k_cache_[l].get() + slot * kvd);
+      std::copy_n(v_.data() + t * kvd, kvd, v_cache_[l].get() + slot * kvd);
     }
   }
 
@@ -144,7 +146,7 @@ class CpuBackend final : public Backend {
         const int64_t n = static_cast<int64_t>(batch[s].tokens.size());
         if (n > 0) {
           cpu::PagedAttentionArgs a{q_.data() + first * c_.q_dim(), pos_.data() + first, n,
-                                    k_cache_[l].data(), v_cache_[l].data(), batch[s].kv->blocks.data(),
+                                    k_cache_[l].get(), v_cache_[l].get(), batch[s].kv->blocks.data(),
                                     c_.n_head, c_.n_head_kv, c_.head_dim, pool_.block_size(), scale,
                                     attn_.data() + first * c_.q_dim()};
           scratch.resize(cpu::PagedAttentionScratch(a));
@@ -178,8 +180,8 @@ class CpuBackend final : public Backend {
   KvPool pool_;
   std::shared_ptr<ThreadPool> threads_ptr_;
   ThreadPool& threads_;
-  std::vector<std::vector<float>> k_cache_;  // [n_layer][num_blocks * block_size * kv_dim]
-  std::vector<std::vector<float>> v_cache_;
+  std::vector<std::unique_ptr<float[]>> k_cache_;  // [n_layer][num_blocks * block_size * kv_dim]
+  std::vector<std::unique_ptr<float[]>> v_cache_;
 
   // Activations of the current pass, reused across calls.
   int64_t T_ = 0;
@@ -199,7 +201,8 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeCpuBackend(const Model& model, cons
     return absl::InvalidArgumentError("kv_block_size must be in [1, 1024]");
   }
   int32_t blocks = opts.kv_blocks;
-  if (blocks <= 0) blocks = KvPool::BlocksFor(model.config.n_ctx, opts.kv_block_size) * 8;
+  const int64_t bytes_per_position = 2 * int64_t{model.config.n_layer} * model.config.kv_dim() * sizeof(float);
+  if (blocks <= 0) blocks = DefaultKvBlocks(model.config, opts, bytes_per_position);
   return std::unique_ptr<Backend>(new CpuBackend(model, opts, blocks));
 }
 

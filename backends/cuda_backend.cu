@@ -469,7 +469,8 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeCudaBackend(const Model& model, con
         absl::StrCat("the CUDA attention kernel needs head_dim a multiple of 4 and <= 256, got ", c.head_dim));
   }
   int32_t blocks = opts.kv_blocks;
-  if (blocks <= 0) blocks = KvPool::BlocksFor(c.n_ctx, opts.kv_block_size) * 8;
+  const int64_t bytes_per_position = 2 * int64_t{c.n_layer} * c.kv_dim() * sizeof(float);
+  if (blocks <= 0) blocks = DefaultKvBlocks(c, opts, bytes_per_position);
   auto backend = std::make_unique<CudaBackend>(model, opts, blocks);
   RETURN_IF_ERROR(backend->Init());
   return std::unique_ptr<Backend>(std::move(backend));

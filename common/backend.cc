@@ -1,8 +1,20 @@
 #include "common/backend.h"
 
+#include <algorithm>
+#include <limits>
+
 #include "absl/strings/str_cat.h"
 
 namespace specserve {
+
+int32_t DefaultKvBlocks(const ModelConfig& c, const BackendOptions& opts, int64_t bytes_per_position) {
+  const int64_t per_context = KvPool::BlocksFor(c.n_ctx, opts.kv_block_size);
+  const int64_t wanted = per_context * std::max(1, opts.kv_contexts);
+  const int64_t bytes_per_block = std::max<int64_t>(1, bytes_per_position * opts.kv_block_size);
+  const int64_t affordable = (opts.kv_memory_mib << 20) / bytes_per_block;
+  const int64_t blocks = std::max(per_context, std::min(wanted, affordable));
+  return static_cast<int32_t>(std::min<int64_t>(blocks, std::numeric_limits<int32_t>::max() / 2));
+}
 
 absl::Status PrepareBatch(absl::Span<const ForwardSeq> batch, const ModelConfig& c, KvPool& pool) {
   for (size_t i = 0; i < batch.size(); ++i) {

@@ -35,7 +35,11 @@ struct BackendOptions {
   // taking turns on the same cores); overrides `threads` when set.
   std::shared_ptr<class ThreadPool> shared_pool;
   int32_t kv_block_size = 16;
-  int32_t kv_blocks = 0;     // 0: room for 8 full contexts
+  // The KV pool: kv_blocks blocks, or when 0, room for kv_contexts full
+  // contexts capped at kv_memory_mib of cache (DefaultKvBlocks).
+  int32_t kv_blocks = 0;
+  int32_t kv_contexts = 8;     // a service passes its --max-sessions
+  int64_t kv_memory_mib = 1024;
 };
 
 class Backend {
@@ -55,6 +59,11 @@ class Backend {
 
 // Checks a batch against the config and reserves KV slots for it; shared by
 // the backends so they refuse bad input identically.
+// The default pool of a backend whose cache takes `bytes_per_position`
+// (keys and values of every layer): kv_contexts full contexts, at most
+// kv_memory_mib of memory, at least one full context.
+int32_t DefaultKvBlocks(const ModelConfig& c, const BackendOptions& opts, int64_t bytes_per_position);
+
 absl::Status PrepareBatch(absl::Span<const ForwardSeq> batch, const ModelConfig& c, KvPool& pool);
 
 }  // namespace specserve

@@ -30,12 +30,19 @@ constexpr char kUnkKey[] = "tokenizer.ggml.unknown_token_id";
 // Bytes in the UTF-8 character that `lead` starts. A stray continuation or
 // invalid byte counts as one character, so any byte string can be split and
 // its unknown "characters" fall back to byte pieces unchanged.
-size_t Utf8Len(uint8_t lead) {
-  if (lead < 0x80) return 1;
-  if ((lead & 0xE0) == 0xC0) return 2;
-  if ((lead & 0xF0) == 0xE0) return 3;
-  if ((lead & 0xF8) == 0xF0) return 4;
-  return 1;
+// A lead byte whose continuation bytes (0x80..0xBF) are not all there is
+// one character too, so it never swallows the bytes after it.
+size_t Utf8Len(std::string_view s) {
+  const uint8_t lead = static_cast<uint8_t>(s[0]);
+  size_t n = 1;
+  if ((lead & 0xE0) == 0xC0) n = 2;
+  if ((lead & 0xF0) == 0xE0) n = 3;
+  if ((lead & 0xF8) == 0xF0) n = 4;
+  if (n > s.size()) return 1;
+  for (size_t i = 1; i < n; ++i) {
+    if ((static_cast<uint8_t>(s[i]) & 0xC0) != 0x80) return 1;
+  }
+  return n;
 }
 
 // A GGUF getter's NOT_FOUND becomes INVALID_ARGUMENT: the model file, not the
@@ -147,8 +154,7 @@ std::vector<TokenId> SpmTokenizer::Encode(std::string_view text, bool add_bos) c
   std::vector<Symbol> syms;
   syms.reserve(norm.size());
   for (size_t i = 0; i < norm.size();) {
-    const uint32_t len = static_cast<uint32_t>(
-        std::min(Utf8Len(static_cast<uint8_t>(norm[i])), norm.size() - i));
+    const uint32_t len = static_cast<uint32_t>(Utf8Len(std::string_view(norm).substr(i)));
     const int32_t idx = static_cast<int32_t>(syms.size());
     syms.push_back({static_cast<uint32_t>(i), len, idx - 1, idx + 1});
     i += len;

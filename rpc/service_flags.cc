@@ -44,7 +44,9 @@ void DeclareServiceFlags(CliArgs& a, const std::string& default_listen, int defa
   DeclareServerFlags(a, default_listen, default_metrics_port, "sessions");
   a.Flag("model", "", "GGUF model file (required)");
   a.Flag("threads", "1", "CPU threads for the forward pass");
-  a.Flag("kv-blocks", "0", "KV cache blocks of 16 positions (0: room for 8 full contexts)");
+  a.Flag("kv-blocks", "0",
+         "KV cache blocks of 16 positions (0: room for --max-sessions full contexts, within --kv-memory-mib)");
+  a.Flag("kv-memory-mib", "1024", "with --kv-blocks 0: the most memory the KV cache may take");
   a.Flag("backend", "cpu", "cpu or cuda");
   a.Flag("device", "0", "CUDA device index");
   a.Flag("session-idle-timeout-s", "30",
@@ -63,6 +65,8 @@ absl::StatusOr<ServiceFlags> ReadServiceFlags(const CliArgs& a) {
   f.backend.kind = a.Str("backend");
   f.backend.threads = static_cast<int>(threads);
   f.backend.kv_blocks = static_cast<int32_t>(kv_blocks);
+  f.backend.kv_contexts = f.max_sessions;
+  ASSIGN_OR_RETURN(f.backend.kv_memory_mib, a.Int("kv-memory-mib", 1, int64_t{1} << 30));
   f.backend.device = static_cast<int>(device);
   ASSIGN_OR_RETURN(double idle_s, a.Double("session-idle-timeout-s", 0, 24 * 3600));
   f.session_idle_timeout = std::chrono::milliseconds(static_cast<int64_t>(idle_s * 1000));

@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/backend.h"
 #include "gtest/gtest.h"
 
 namespace specserve {
@@ -215,4 +216,26 @@ TEST(KvPool, ConcurrentReserveAndReleaseKeepAccounting) {
 }
 
 }  // namespace
+}  // namespace specserve
+
+namespace specserve {
+
+// The default pool: --max-sessions full contexts, within the memory budget,
+// never less than one context (the eval load was refused at 13 sessions when
+// it held 8 contexts whatever --max-sessions said).
+TEST(DefaultKvBlocks, HoldsMaxSessionsContextsWithinTheBudget) {
+  ModelConfig c;
+  c.n_ctx = 1024;
+  BackendOptions o;
+  o.kv_block_size = 16;
+  o.kv_contexts = 64;
+  o.kv_memory_mib = 1024;
+  const int64_t per_position = 14 * 1024;  // about the bundled 7m target's fp32 K and V
+  EXPECT_EQ(DefaultKvBlocks(c, o, per_position), 64 * 64);
+  o.kv_memory_mib = 100;  // 100 MiB / (16 * 14 KiB) = 457 blocks
+  EXPECT_EQ(DefaultKvBlocks(c, o, per_position), (100 << 20) / (16 * per_position));
+  o.kv_memory_mib = 1;    // never below one full context
+  EXPECT_EQ(DefaultKvBlocks(c, o, per_position), 64);
+}
+
 }  // namespace specserve

@@ -102,6 +102,11 @@ TEST(SpmRules, UnknownCharactersFallBackToBytes) {
   // Invalid UTF-8 survives a round trip byte for byte.
   const std::string junk = "\xFF\x80z\xE6";
   EXPECT_EQ(tok->Decode(tok->Encode(junk, false)), junk);
+  // A lead byte whose continuation bytes are missing is one character: it
+  // must not swallow the space after it (found by fuzz_spm_tokenizer).
+  for (const std::string s : {"\xEF ", "\xF0 a", "a\xE2 b", "\xC3 \xE2\x96\x81"}) {
+    EXPECT_EQ(tok->Decode(tok->Encode(s, false)), s == "\xC3 \xE2\x96\x81" ? "\xC3  " : s) << s;
+  }
 }
 
 TEST(SpmRules, ControlPiecesNeverComeFromText) {

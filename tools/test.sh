@@ -5,7 +5,10 @@
 #  2. where nvcc exists, a CUDA build in build-cuda/ that compiles every
 #     kernel for sm_80 and sm_90 and runs the CUDA tests (they skip, saying
 #     so, where no GPU is present);
-#  3. the GGUF loader and tokenizer tests under AddressSanitizer and UBSan.
+#  3. the GGUF loader and tokenizer tests under AddressSanitizer and UBSan;
+#  4. each libFuzzer target (fuzz/) for 60 s in build-fuzz/ (clang-14). Where
+#     clang or libFuzzer is missing the stage is skipped, saying so, except
+#     under CI=true, where that is a failure (tools/setup.sh installs them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SPECSERVE_CUDA=OFF bash tools/build.sh
@@ -26,4 +29,13 @@ ninja -C build-asan -j"$jobs" gguf_test tensor_types_test tokenizer_test bpe_tok
 for t in gguf_test tensor_types_test tokenizer_test bpe_tokenizer_test; do
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ./build-asan/bin/$t --gtest_brief=1
 done
+# Fuzzing: the GGUF parser, both tokenizers and the proto conversions.
+if bash fuzz/run.sh --check; then
+  bash fuzz/run.sh "${FUZZ_SECONDS:-60}"
+elif [ "${CI:-}" = "true" ]; then
+  echo "fuzz: clang-14 / libFuzzer missing under CI (tools/setup.sh installs clang-14 libclang-rt-14-dev)" >&2
+  exit 1
+else
+  echo "fuzz: SKIPPED: clang-14 or its libFuzzer runtime is missing (apt-get install clang-14 libclang-rt-14-dev)"
+fi
 echo "all tests passed"
