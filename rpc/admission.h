@@ -25,6 +25,8 @@ class Admission {
 
   int32_t active() const;
   int32_t reserved_blocks() const;
+  // A session of `blocks` could ever be admitted (the pool is large enough).
+  bool Fits(int32_t blocks) const { return blocks <= kv_blocks_; }
   bool draining() const;
 
   // Blocks a session may need for `positions` KV positions.

@@ -49,6 +49,9 @@ void DeclareServiceFlags(CliArgs& a, const std::string& default_listen, int defa
   a.Flag("kv-memory-mib", "1024", "with --kv-blocks 0: the most memory the KV cache may take");
   a.Flag("backend", "cpu", "cpu or cuda");
   a.Flag("device", "0", "CUDA device index");
+  a.Flag("queue-timeout-s", "10",
+         "a session that does not fit the KV pool or --max-sessions waits this long, in arrival order, before "
+         "RESOURCE_EXHAUSTED (0: refuse at once)");
   a.Flag("session-idle-timeout-s", "30",
          "a session with no message for this long ends (DEADLINE_EXCEEDED) and frees its KV reservation (0: never)");
   DeclareTlsFlags(a, TlsRole::kServer);
@@ -70,6 +73,8 @@ absl::StatusOr<ServiceFlags> ReadServiceFlags(const CliArgs& a) {
   f.backend.device = static_cast<int>(device);
   ASSIGN_OR_RETURN(double idle_s, a.Double("session-idle-timeout-s", 0, 24 * 3600));
   f.session_idle_timeout = std::chrono::milliseconds(static_cast<int64_t>(idle_s * 1000));
+  ASSIGN_OR_RETURN(double queue_s, a.Double("queue-timeout-s", 0, 3600));
+  f.queue_timeout = std::chrono::milliseconds(static_cast<int64_t>(queue_s * 1000));
   ASSIGN_OR_RETURN(f.server.tls, ReadTlsFlags(a));
   f.server.tls.allowed_clients = absl::StrSplit(a.Str("tls-allowed-clients"), ',', absl::SkipEmpty());
   return f;

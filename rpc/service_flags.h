@@ -32,6 +32,7 @@ struct ServiceFlags : ServerFlags {
   std::string model;
   BackendOptions backend;
   std::chrono::milliseconds session_idle_timeout{30000};
+  std::chrono::milliseconds queue_timeout{10000};
 };
 
 // Declares the server flags and --model, --threads, --kv-blocks, --backend,

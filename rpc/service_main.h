@@ -46,7 +46,8 @@ int ServeModel(int argc, char** argv, const ServiceMainSpec& spec) {
   auto host = ModelHost::Load(*flags);
   if (!host.ok()) return fail(host.status(), 1);
   service.SetInfo((*host)->info);
-  service.Attach(host->get(), &service_metrics, flags->max_sessions, flags->session_idle_timeout);
+  service.Attach(host->get(), &service_metrics, flags->max_sessions, flags->session_idle_timeout,
+                 flags->queue_timeout);
   (*server)->SetServing(true);
   std::fprintf(stderr, "%s: %s on %s, listening on port %d, metrics port %d\n", spec.prog,
                (*host)->info.name().c_str(), (*host)->info.backend().c_str(), (*server)->port(),

@@ -36,6 +36,12 @@ ServiceMetrics::ServiceMetrics(prometheus::Registry& r, const std::string& role)
                              .Labels(Role(role))
                              .Register(r)
                              .Add({})),
+      sessions_waiting(prometheus::BuildGauge()
+                           .Name("specserve_sessions_waiting")
+                           .Help("Sessions waiting for KV blocks or a session slot (--queue-timeout-s)")
+                           .Labels(Role(role))
+                           .Register(r)
+                           .Add({})),
       batch_size(prometheus::BuildHistogram()
                      .Name("specserve_batch_size")
                      .Help("Sequences per forward pass (continuous batching)")

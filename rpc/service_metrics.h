@@ -23,6 +23,7 @@ struct ServiceMetrics {
   // specserve_kv_blocks_reserved: blocks promised to open sessions by
   // admission (what they may grow to); used <= reserved <= total.
   prometheus::Gauge& kv_blocks_reserved;
+  prometheus::Gauge& sessions_waiting;    // specserve_sessions_waiting: queued for KV or a session slot
   prometheus::Histogram& batch_size;      // specserve_batch_size: sequences per forward pass
   prometheus::Histogram& forward_seconds; // specserve_forward_duration_seconds
   prometheus::Counter& rollback_tokens;   // specserve_rollback_tokens_total: KV positions truncated

@@ -53,11 +53,16 @@ class SessionService : public SessionSink<Req, Resp> {
   // The model is loaded: start the scheduler and let sessions in. A session
   // with no message for `idle_timeout` ends with DEADLINE_EXCEEDED (0: never),
   // so a client that opens sessions and walks away cannot hold the KV pool.
+  // A session that does not fit now waits up to `queue_timeout` for KV
+  // blocks or a session slot, in arrival order (0: refused at once).
   void Attach(ModelHost* host, ServiceMetrics* metrics, int max_sessions,
-              std::chrono::milliseconds idle_timeout = std::chrono::milliseconds(0)) {
+              std::chrono::milliseconds idle_timeout = std::chrono::milliseconds(0),
+              std::chrono::milliseconds queue_timeout = std::chrono::milliseconds(0)) {
     host_ = host;
     metrics_ = metrics;
     idle_timeout_ = idle_timeout;
+    queue_timeout_ = queue_timeout;
+    max_waiting_ = max_sessions;
     admission_ = std::make_unique<Admission>(max_sessions, host->backend->kv_pool().num_blocks());
     metrics_->kv_blocks_total.Set(host->backend->kv_pool().num_blocks());
     scheduler_ = std::thread([this] { Loop(); });
@@ -87,9 +92,20 @@ class SessionService : public SessionSink<Req, Resp> {
     const int64_t positions = std::min<int64_t>(
         config.n_ctx, static_cast<int64_t>(spec.prompt.size()) + spec.max_new_tokens + 2 * (kMaxRoundK + 1));
     const int32_t blocks = Admission::BlocksFor(positions, host_->backend->kv_pool().block_size());
-    if (absl::Status s = admission_->Admit(blocks); !s.ok()) return Refuse(ToGrpc(s));
     Event e;
     e.kind = Event::kOpen;
+    // Behind sessions already waiting, a new one waits too (arrival order).
+    absl::Status s = waiting_count_.load() > 0
+                         ? absl::ResourceExhaustedError("sessions are waiting for KV blocks")
+                         : admission_->Admit(blocks);
+    if (!s.ok()) {
+      const bool can_wait = absl::IsResourceExhausted(s) && queue_timeout_.count() > 0 && admission_->Fits(blocks) &&
+                            waiting_count_.load() < max_waiting_;
+      if (!can_wait) return Refuse(ToGrpc(s));
+      ++waiting_count_;
+      e.kind = Event::kWait;
+      e.deadline = Clock::now() + queue_timeout_;
+    }
     e.id = id;
     e.spec = std::move(spec);
     e.blocks = blocks;
@@ -145,7 +161,8 @@ class SessionService : public SessionSink<Req, Resp> {
 
  private:
   struct Event {
-    enum Kind { kOpen, kMessage, kEnd } kind = kOpen;
+    enum Kind { kOpen, kWait, kMessage, kEnd } kind = kOpen;
+    Clock::time_point deadline;  // kWait: refused if not admitted by then
     uint64_t id = 0;
     SessionSpec spec;
     int32_t blocks = 0;
@@ -172,6 +189,7 @@ class SessionService : public SessionSink<Req, Resp> {
     while (queue_.TakeAll(&events, !HasWork(), std::chrono::milliseconds(200))) {
       for (Event& e : events) Apply(e);
       events.clear();
+      AdmitWaiting();
       Iterate();
       EndIdleSessions();
       metrics_->active_sessions.Set(static_cast<double>(sessions_.size()));
@@ -179,6 +197,8 @@ class SessionService : public SessionSink<Req, Resp> {
       metrics_->kv_blocks_reserved.Set(admission_->reserved_blocks());
     }
     // Stopped: whatever is left is cancelled (the server is already shut down).
+    for (Waiting& w : waiting_) w.open.handle->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server stopped"));
+    waiting_.clear();
     while (!sessions_.empty()) {
       EndSession(sessions_.begin()->first, grpc::Status(grpc::StatusCode::UNAVAILABLE, "server stopped"));
     }
@@ -202,8 +222,61 @@ class SessionService : public SessionSink<Req, Resp> {
     }
   }
 
+  // Sessions waiting for admission, in arrival order, with the messages
+  // their client sent meanwhile.
+  struct Waiting {
+    Event open;
+    std::vector<Event> messages;
+  };
+
+  Waiting* FindWaiting(uint64_t id) {
+    for (Waiting& w : waiting_) {
+      if (w.open.id == id) return &w;
+    }
+    return nullptr;
+  }
+
+  void StopWaiting(std::deque<Waiting>::iterator it, const grpc::Status& status) {
+    it->open.handle->Finish(status);
+    metrics_->Sessions(StatusLabel(status.error_code())).Increment();
+    waiting_.erase(it);
+    --waiting_count_;
+  }
+
+  // Admits waiting sessions in order while they fit; refuses those past
+  // their deadline (RESOURCE_EXHAUSTED) or all of them once draining.
+  void AdmitWaiting() {
+    const auto now = Clock::now();
+    for (auto it = waiting_.begin(); it != waiting_.end();) {
+      if (admission_->draining()) {
+        StopWaiting(it, grpc::Status(grpc::StatusCode::UNAVAILABLE, "server is shutting down"));
+        it = waiting_.begin();
+      } else if (now > it->open.deadline) {
+        StopWaiting(it, grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                                     absl::StrCat("no KV blocks or session slot within ",
+                                                  queue_timeout_.count() / 1000.0, " s (--queue-timeout-s)")));
+        it = waiting_.begin();
+      } else if (admission_->Admit(it->open.blocks).ok()) {
+        Waiting w = std::move(*it);
+        waiting_.erase(it);
+        --waiting_count_;
+        w.open.kind = Event::kOpen;
+        w.open.received = now;  // idle time counts from admission
+        Apply(w.open);
+        for (Event& m : w.messages) Apply(m);
+        it = waiting_.begin();
+      } else {
+        break;  // the oldest does not fit yet: keep the order
+      }
+    }
+    metrics_->sessions_waiting.Set(static_cast<double>(waiting_.size()));
+  }
+
   void Apply(Event& e) {
     switch (e.kind) {
+      case Event::kWait:
+        waiting_.push_back(Waiting{std::move(e), {}});
+        break;
       case Event::kOpen: {
         auto [it, inserted] = sessions_.try_emplace(e.id);
         SPECSERVE_CHECK(inserted);
@@ -214,14 +287,24 @@ class SessionService : public SessionSink<Req, Resp> {
         break;
       }
       case Event::kMessage: {
+        if (Waiting* w = FindWaiting(e.id)) {
+          w->messages.push_back(std::move(e));
+          return;
+        }
         auto it = sessions_.find(e.id);
         if (it == sessions_.end()) return;  // ended already
-        it->second.last_message = e.received;
+        it->second.last_message = std::max(it->second.last_message, e.received);
         absl::Status s = Accept(e.id, it->second, std::move(e.msg), e.received);
         if (!s.ok()) EndSession(e.id, ToGrpc(s));
         break;
       }
       case Event::kEnd:
+        for (auto it = waiting_.begin(); it != waiting_.end(); ++it) {
+          if (it->open.id == e.id) {
+            StopWaiting(it, grpc::Status::CANCELLED);
+            return;
+          }
+        }
         EndSession(e.id, e.cancelled ? grpc::Status::CANCELLED : grpc::Status::OK);
         break;
     }
@@ -231,6 +314,10 @@ class SessionService : public SessionSink<Req, Resp> {
   ServiceMetrics* metrics_ = nullptr;
   std::unique_ptr<Admission> admission_;
   std::chrono::milliseconds idle_timeout_{0};
+  std::chrono::milliseconds queue_timeout_{0};
+  int max_waiting_ = 0;
+  std::atomic<int> waiting_count_{0};  // OnOpen reads it on gRPC threads
+  std::deque<Waiting> waiting_;        // scheduler thread only
   std::atomic<bool> ready_{false};
   std::atomic<uint64_t> next_id_{1};
   WorkQueue<Event> queue_;

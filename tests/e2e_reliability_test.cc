@@ -236,3 +236,34 @@ TEST(E2eReliabilityTest, OversizePromptIsRefusedByItsSize) {
 
 }  // namespace
 }  // namespace specserve
+
+namespace specserve {
+namespace {
+
+// 11. A session that does not fit waits (in order) for KV instead of being
+// refused at once, and is refused when --queue-timeout-s passes.
+TEST(E2eReliabilityTest, SessionsWaitForKvInsteadOfRefusal) {
+  // 64 blocks: one full 1024-position context, so one long session at a time.
+  Cluster c(WithArgs(false, {"--kv-blocks", "64", "--queue-timeout-s", "1.5"}));
+  ASSERT_TRUE(c.ready) << c.Logs();
+  DirectSession first(Loopback(c.target_port), PromptIds(), 1000);
+  v1::TargetResponse resp;
+  ASSERT_TRUE(first.Read(&resp)) << first.status.error_message();
+  DirectSession second(Loopback(c.target_port), PromptIds(), 1000);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(Metric(Scrape(c.target_metrics), "specserve_sessions_waiting"), 1);
+  EXPECT_TRUE(first.Close().ok());
+  ASSERT_TRUE(second.Read(&resp)) << second.status.error_message();  // admitted once the first ended
+  EXPECT_TRUE(resp.has_opened());
+  // A third waits behind the second and times out.
+  DirectSession third(Loopback(c.target_port), PromptIds(), 1000);
+  const auto t0 = Clock::now();
+  EXPECT_FALSE(third.Read(&resp));
+  EXPECT_EQ(third.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << third.status.error_message();
+  EXPECT_GT(Seconds(t0), 1.0);
+  EXPECT_TRUE(second.Close().ok());
+  EXPECT_TRUE(ServiceIdle(c.target_metrics));
+}
+
+}  // namespace
+}  // namespace specserve
