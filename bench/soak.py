@@ -41,9 +41,11 @@ import time
 
 REPO = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 sys.path.insert(0, os.path.join(REPO, "clients", "python"))
+sys.path.insert(0, os.path.join(REPO, "tools"))
 
 import grpc  # noqa: E402
 from specserve_client import SpecserveClient  # noqa: E402
+from free_ports import free_ports  # noqa: E402
 
 try:
     from prometheus_client.parser import text_string_to_metric_families
@@ -94,23 +96,6 @@ def pct(values, q):
         return float("nan")
     v = sorted(values)
     return v[min(len(v) - 1, max(0, int(round(q * (len(v) - 1)))))]
-
-
-def free_ports(n):
-    """n distinct free ports below the ephemeral range (as tests/deploy/lib.sh)."""
-    found = []
-    for port in random.sample(range(20000, 32000), 12000):
-        s = socket.socket()
-        try:
-            s.bind(("0.0.0.0", port))
-            found.append(port)
-        except OSError:
-            pass
-        finally:
-            s.close()
-        if len(found) == n:
-            return found
-    raise RuntimeError("no free ports")
 
 
 def read_rss_kb(pid):

@@ -214,86 +214,100 @@ void RunTargetStream(const uint8_t* data, size_t size) {
   FUZZ_CHECK(pool.free_blocks() == pool.num_blocks(), "a closed session kept %d KV blocks", pool.used_blocks());
 }
 
+// One fuzzed draft stream on a DraftSession, as the draft service runs it.
+class DraftStreamRun {
+ public:
+  DraftStreamRun(const Env& env, KvPool& pool, DraftSession& s, uint32_t schedule)
+      : env_(env), config_(env.config), pool_(pool), s_(s), schedule_(schedule) {}
+
+  // Runs one step: its pass and FinishStep. False when the pass fails
+  // (the service then aborts: the session closes).
+  bool Step() {
+    ForwardSeq pass;
+    if (!s_.NextStep(&pass)) return false;
+    FUZZ_CHECK(pass.n_logits == 1 && !pass.tokens.empty());
+    const int32_t kv_before = s_.kv().length;
+    if (!Forward(pass, config_, pool_)) {
+      s_.AbortPropose();
+      return false;
+    }
+    s_.FinishStep(LogitsAt(env_, kv_before + static_cast<int32_t>(pass.tokens.size()) - 1));
+    return true;
+  }
+
+  // Runs up to `budget` steps; false when one failed.
+  bool Steps(int32_t budget) {
+    ForwardSeq probe;
+    for (int32_t run = 0; run < budget && s_.NextStep(&probe); ++run) {
+      if (!Step()) return false;
+    }
+    return true;
+  }
+
+  // An `ahead` request; `next` is the message after it (may be null).
+  bool Ahead(const v1::DraftRequest& m, const v1::DraftRequest* next) {
+    s_.BeginAhead(m.ahead().k());
+    // A propose whose verdict rejects part of the last proposal voids the
+    // guess; the service stops the block at its next step, which may come
+    // after any number of the block's steps have run.
+    const bool voided = next && next->has_propose() && next->propose().has_verdict() &&
+                        next->propose().verdict().accepted() < last_proposed_;
+    int32_t budget = std::numeric_limits<int32_t>::max();
+    if (voided) {
+      budget = static_cast<int32_t>(schedule_ & 3) * 3;
+      schedule_ = (schedule_ >> 2) | ((schedule_ << 6) & 0xFF);
+    }
+    if (!Steps(budget)) return false;
+    ForwardSeq probe;
+    if (voided && s_.NextStep(&probe)) s_.BeginAhead(0);
+    return true;
+  }
+
+  // A `propose` request: the proposal must be one the target accepts.
+  bool Propose(const v1::ProposeRequest& req) {
+    std::optional<RoundResult> last;
+    if (req.has_verdict()) {
+      last = RoundResult{req.verdict().round(), req.verdict().accepted(), req.verdict().next_token(), 0};
+    }
+    if (!s_.BeginPropose(req.round(), last, req.k()).ok()) return false;
+    FUZZ_CHECK(s_.kv().length <= static_cast<int32_t>(s_.committed().size()));
+    if (!Steps(std::numeric_limits<int32_t>::max())) return false;
+    const Proposal p = s_.TakeProposal();
+    FUZZ_CHECK(static_cast<int32_t>(p.tokens.size()) <= req.k(), "%zu tokens for k = %d", p.tokens.size(), req.k());
+    const absl::Status ok = TargetAccepts(p, config_.vocab);
+    FUZZ_CHECK(ok.ok(), "the draft proposed what the target refuses: %s", std::string(ok.message()).c_str());
+    CheckProposalRoundTrip(p);
+    FUZZ_CHECK(s_.committed().size() + p.tokens.size() <= static_cast<size_t>(config_.n_ctx) + 1);
+    last_proposed_ = static_cast<int32_t>(p.tokens.size());
+    return true;
+  }
+
+ private:
+  const Env& env_;
+  const ModelConfig& config_;
+  KvPool& pool_;
+  DraftSession& s_;
+  uint32_t schedule_;  // how many steps a voided ahead block runs: 2 bits per ahead
+  int32_t last_proposed_ = 0;
+};
+
 void RunDraftStream(const uint8_t* data, size_t size) {
   if (size < 1) return;
   const Env& env = GetEnv();
   const ModelConfig& config = env.config;
-  // How many steps a block drafted ahead has run when a verdict that voids
-  // it arrives (the service's scheduler interleaves them): 2 bits per ahead.
-  uint32_t schedule = data[0];
   const std::vector<v1::DraftRequest> msgs = ParseStream<v1::DraftRequest>(data + 1, size - 1);
   if (msgs.empty() || !msgs[0].has_open()) return;
   KvPool pool(config.n_ctx / kBlockSize + 1, kBlockSize);
   {
     DraftSession s(pool, config);
     if (!OpenSession(msgs[0].open(), s, pool, config)) return;
-    int32_t last_proposed = 0;
-    // Runs one step: its pass and FinishStep. False when the pass fails
-    // (the service then aborts: the session closes).
-    auto step = [&]() {
-      ForwardSeq pass;
-      if (!s.NextStep(&pass)) return false;
-      FUZZ_CHECK(pass.n_logits == 1 && !pass.tokens.empty());
-      const int32_t kv_before = s.kv().length;
-      if (!Forward(pass, config, pool)) {
-        s.AbortPropose();
-        return false;
-      }
-      s.FinishStep(LogitsAt(env, kv_before + static_cast<int32_t>(pass.tokens.size()) - 1));
-      return true;
-    };
+    DraftStreamRun run(env, pool, s, data[0]);
     for (size_t i = 1; i < msgs.size() && s.open(); ++i) {
       const v1::DraftRequest& m = msgs[i];
-      if (m.has_ahead()) {
-        s.BeginAhead(m.ahead().k());
-        // A propose whose verdict rejects part of the last proposal voids the
-        // guess; the service stops the block at its next step, which may come
-        // after any number of the block's steps have run.
-        const bool voided = i + 1 < msgs.size() && msgs[i + 1].has_propose() &&
-                            msgs[i + 1].propose().has_verdict() &&
-                            msgs[i + 1].propose().verdict().accepted() < last_proposed;
-        int32_t budget = std::numeric_limits<int32_t>::max();
-        if (voided) {
-          budget = static_cast<int32_t>(schedule & 3) * 3;
-          schedule = (schedule >> 2) | ((schedule << 6) & 0xFF);
-        }
-        bool failed = false;
-        ForwardSeq probe;
-        for (int32_t run = 0; run < budget && s.NextStep(&probe); ++run) {
-          if (!step()) {
-            failed = true;
-            break;
-          }
-        }
-        if (failed) break;
-        if (voided && s.NextStep(&probe)) s.BeginAhead(0);
-        continue;
-      }
-      if (!m.has_propose()) break;  // close, or a refused message
-      const v1::ProposeRequest& req = m.propose();
-      std::optional<RoundResult> last;
-      if (req.has_verdict()) {
-        last = RoundResult{req.verdict().round(), req.verdict().accepted(), req.verdict().next_token(), 0};
-      }
-      if (!s.BeginPropose(req.round(), last, req.k()).ok()) break;
-      FUZZ_CHECK(s.kv().length <= static_cast<int32_t>(s.committed().size()));
-      bool failed = false;
-      ForwardSeq probe;
-      while (s.NextStep(&probe)) {
-        if (!step()) {
-          failed = true;
-          break;
-        }
-      }
-      if (failed) break;
-      const Proposal p = s.TakeProposal();
-      FUZZ_CHECK(static_cast<int32_t>(p.tokens.size()) <= req.k(), "%zu tokens for k = %d", p.tokens.size(), req.k());
-      // What the draft answers, the target must take.
-      const absl::Status ok = TargetAccepts(p, config.vocab);
-      FUZZ_CHECK(ok.ok(), "the draft proposed what the target refuses: %s", std::string(ok.message()).c_str());
-      CheckProposalRoundTrip(p);
-      FUZZ_CHECK(s.committed().size() + p.tokens.size() <= static_cast<size_t>(config.n_ctx) + 1);
-      last_proposed = static_cast<int32_t>(p.tokens.size());
+      const bool ok = m.has_ahead()     ? run.Ahead(m, i + 1 < msgs.size() ? &msgs[i + 1] : nullptr)
+                      : m.has_propose() ? run.Propose(m.propose())
+                                        : false;  // close, or a refused message
+      if (!ok) break;
     }
   }
   FUZZ_CHECK(pool.free_blocks() == pool.num_blocks(), "a closed session kept %d KV blocks", pool.used_blocks());

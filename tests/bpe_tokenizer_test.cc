@@ -25,7 +25,7 @@ using nlohmann::json;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-json LoadGolden() { return testing::LoadJson(testing::SharedPath("golden/golden_bpe.json")); }
+json LoadGolden() { return testing::LoadJson(testing::GoldenPath("golden_bpe.json")); }
 
 std::string BpeModelPath() { return testing::ModelPath("code-bpe-4m"); }
 
@@ -256,9 +256,9 @@ TEST(BpeTokenizerTest, FromGgufReadsPreAndRefusesUnknownOnes) {
 
 TEST(BpeGoldenTest, StringsEncodeExactlyAndRoundTrip) {
   const json golden = LoadGolden();
-  if (golden.is_null()) GTEST_SKIP() << "../shared/golden/golden_bpe.json not present";
+  if (golden.is_null()) SPECSERVE_MISSING_INPUT("../shared/golden/golden_bpe.json");
   auto tok = LoadBpe();
-  if (tok == nullptr) GTEST_SKIP() << "code-bpe-4m.gguf not present";
+  if (tok == nullptr) SPECSERVE_MISSING_INPUT("code-bpe-4m.gguf");
   EXPECT_EQ(tok->bos(), golden["bos"].get<TokenId>());
   EXPECT_EQ(tok->eos(), golden["eos"].get<TokenId>());
   EXPECT_TRUE(tok->add_bos());
@@ -290,7 +290,7 @@ TEST(BpeGoldenTest, StringsEncodeExactlyAndRoundTrip) {
 
 TEST(BpeGoldenTest, RandomTextRoundTrips) {
   auto tok = LoadBpe();
-  if (tok == nullptr) GTEST_SKIP() << "code-bpe-4m.gguf not present";
+  if (tok == nullptr) SPECSERVE_MISSING_INPUT("code-bpe-4m.gguf");
   std::mt19937 rng(7);
   for (int i = 0; i < 2000; ++i) {
     const std::string s = RandomText(rng, /*allow_invalid=*/i % 2 == 1);
@@ -302,7 +302,7 @@ TEST(BpeGoldenTest, RandomTextRoundTrips) {
 
 TEST(BpeGoldenTest, VocabularyCheckComparesBpeVocabularies) {
   auto bpe = LoadBpe();
-  if (bpe == nullptr) GTEST_SKIP() << "code-bpe-4m.gguf not present";
+  if (bpe == nullptr) SPECSERVE_MISSING_INPUT("code-bpe-4m.gguf");
   auto bpe2 = LoadBpe();
   EXPECT_TRUE(CheckSameVocabulary(*bpe, *bpe2).ok());
   const std::string spm_path = testing::BundledModel("code-draft-1m.gguf");
@@ -328,9 +328,9 @@ TEST(BpeGoldenTest, VocabularyCheckComparesBpeVocabularies) {
 
 TEST(BpeGoldenTest, GreedyContinuationsMatch) {
   const json golden = LoadGolden();
-  if (golden.is_null()) GTEST_SKIP() << "../shared/golden/golden_bpe.json not present";
+  if (golden.is_null()) SPECSERVE_MISSING_INPUT("../shared/golden/golden_bpe.json");
   const std::string path = BpeModelPath();
-  if (path.empty()) GTEST_SKIP() << "code-bpe-4m.gguf not present";
+  if (path.empty()) SPECSERVE_MISSING_INPUT("code-bpe-4m.gguf");
   BackendOptions opts;
   opts.threads = 2;
   testing::LoadedModel l = testing::LoadModel(path, opts);

@@ -117,7 +117,7 @@ std::string ModelFile(const std::string& name) {
 }
 
 std::vector<TokenId> Prompt() {
-  const std::string golden = testing::SharedPath("golden/golden.json");
+  const std::string golden = testing::GoldenPath("golden.json");
   if (!golden.empty()) {
     std::ifstream in(golden);
     const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);

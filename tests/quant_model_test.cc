@@ -37,12 +37,12 @@ constexpr float kNearTie = 1e-3f;
 class QuantGoldenTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(QuantGoldenTest, TopLogitsAndGreedyContinuation) {
-  const json golden = testing::LoadJson(testing::SharedPath("golden/golden_quant.json"));
-  if (golden.is_null()) GTEST_SKIP() << "../shared/golden/golden_quant.json not present";
+  const json golden = testing::LoadJson(testing::GoldenPath("golden_quant.json"));
+  if (golden.is_null()) SPECSERVE_MISSING_INPUT("../shared/golden/golden_quant.json");
   const std::string file = GetParam();
   ASSERT_TRUE(golden["files"].contains(file)) << file;
   const std::string path = testing::SharedPath("models/variants/" + file);
-  if (path.empty()) GTEST_SKIP() << file << " not present";
+  if (path.empty()) SPECSERVE_MISSING_INPUT(file);
   BackendOptions opts;
   opts.threads = 2;
   testing::LoadedModel l = testing::LoadModel(path, opts);
@@ -101,7 +101,7 @@ INSTANTIATE_TEST_SUITE_P(Variants, QuantGoldenTest,
 // Every file in variants/ loads, whatever its types.
 TEST(QuantLoadTest, EveryVariantLoads) {
   const std::string dir = testing::SharedPath("models/variants");
-  if (dir.empty()) GTEST_SKIP() << "../shared/models/variants not present";
+  if (dir.empty()) SPECSERVE_MISSING_INPUT("../shared/models/variants");
   int n = 0;
   for (const char* f : {"code-target-7m-q8_0.gguf", "code-draft-1m-q8_0.gguf",
                         "code-target-7m-q4_k_m.gguf", "code-bpe-4m-q4_k_m.gguf",
@@ -205,7 +205,7 @@ TEST(DequantizeFastTest, BitIdenticalToDequantizeRow) {
 
 TEST(DequantizeFastTest, BitIdenticalOnEveryRowOfTheVariants) {
   const std::string dir = testing::SharedPath("models/variants");
-  if (dir.empty()) GTEST_SKIP() << "../shared/models/variants not present";
+  if (dir.empty()) SPECSERVE_MISSING_INPUT("../shared/models/variants");
   int64_t rows = 0;
   for (const char* f : {"code-target-7m-q4_k_m.gguf", "code-bpe-4m-q4_k_m.gguf"}) {
     auto file = GgufFile::Open(dir + "/" + f);
@@ -221,7 +221,7 @@ TEST(DequantizeFastTest, BitIdenticalOnEveryRowOfTheVariants) {
       }
     }
   }
-  if (rows == 0) GTEST_SKIP() << "no Q4_K_M variant present";
+  if (rows == 0) SPECSERVE_MISSING_INPUT("a Q4_K_M variant");
 }
 
 // --- Refusals --------------------------------------------------------------

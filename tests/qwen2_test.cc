@@ -21,7 +21,7 @@ using nlohmann::json;
 
 TEST(Qwen2Test, ConfigReadsQwen2Keys) {
   const std::string path = testing::SharedPath("models/variants/code-target-7m-qwen2.gguf");
-  if (path.empty()) GTEST_SKIP() << "code-target-7m-qwen2.gguf not present";
+  if (path.empty()) SPECSERVE_MISSING_INPUT("code-target-7m-qwen2.gguf");
   auto model = Model::Load(path);
   ASSERT_TRUE(model.ok()) << model.status();
   const ModelConfig& c = (*model)->config;
@@ -40,10 +40,10 @@ TEST(Qwen2Test, ConfigReadsQwen2Keys) {
 
 TEST(Qwen2Test, MatchesGolden) {
   const json golden = testing::LoadJson(testing::SharedPath("golden/golden_qwen2.json"));
-  if (golden.is_null()) GTEST_SKIP() << "../shared/golden/golden_qwen2.json not present";
+  if (golden.is_null()) SPECSERVE_MISSING_INPUT("../shared/golden/golden_qwen2.json");
   const std::string path =
       testing::SharedPath("models/variants/" + golden["file"].get<std::string>());
-  if (path.empty()) GTEST_SKIP() << golden["file"] << " not present";
+  if (path.empty()) SPECSERVE_MISSING_INPUT(golden["file"].get<std::string>());
   BackendOptions opts;
   opts.threads = 2;
   testing::LoadedModel l = testing::LoadModel(path, opts);

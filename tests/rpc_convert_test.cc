@@ -95,7 +95,7 @@ TEST(ProtoConvertTest, TokenizerTravelsInModelInfo) {
 
 TEST(ProtoConvertTest, ByteLevelBpeTokenizerTravelsToo) {
   auto model = Model::Load(testing::BundledModel("code-bpe-4m.gguf"));
-  if (!model.ok()) GTEST_SKIP() << "code-bpe-4m.gguf not bundled";
+  if (!model.ok()) SPECSERVE_MISSING_INPUT("code-bpe-4m.gguf");
   absl::StatusOr<v1::TokenizerInfo> info = rpc::TokenizerInfoFromGguf(*(*model)->file);
   ASSERT_TRUE(info.ok()) << info.status();
   EXPECT_EQ(info->model(), "gpt2");

@@ -30,7 +30,7 @@ struct Golden {
 
 Golden LoadGolden() {
   Golden g;
-  const nlohmann::json j = testing::LoadJson(testing::SharedPath("golden/golden.json"));
+  const nlohmann::json j = testing::LoadJson(testing::GoldenPath("golden.json"));
   if (j.is_null()) return g;
   for (const auto& pr : j["prompts"]) {
     g.prompts.push_back(pr["ids"].get<std::vector<TokenId>>());
@@ -71,9 +71,9 @@ class GreedyIdentity : public ::testing::TestWithParam<std::string> {};
 // adaptive K, and both drafters.
 TEST_P(GreedyIdentity, EqualsPlainGreedyForEveryKAndDrafter) {
   const Golden g = LoadGolden();
-  if (g.prompts.empty()) GTEST_SKIP() << "golden.json not present";
+  if (g.prompts.empty()) SPECSERVE_MISSING_INPUT("golden.json");
   const std::string path = testing::ModelPath(GetParam());
-  if (path.empty()) GTEST_SKIP() << GetParam() << " not present";
+  if (path.empty()) SPECSERVE_MISSING_INPUT(GetParam());
   Engine target = Load(path);
   Engine draft = Load(testing::BundledModel("code-draft-1m.gguf"));
   const std::vector<KPolicy> ks = {KPolicy::Fixed(1), KPolicy::Fixed(2), KPolicy::Fixed(4), KPolicy::Fixed(8),
@@ -113,7 +113,7 @@ TEST(GreedyIdentityQuantized, Q4KMTargetWithQ8Draft) {
   const Golden g = LoadGolden();
   const std::string tp = testing::SharedPath("models/variants/code-target-7m-q4_k_m.gguf");
   const std::string dp = testing::SharedPath("models/variants/code-draft-1m-q8_0.gguf");
-  if (g.prompts.empty() || tp.empty() || dp.empty()) GTEST_SKIP() << "quantized variants not present";
+  if (g.prompts.empty() || tp.empty() || dp.empty()) SPECSERVE_MISSING_INPUT("quantized variants");
   Engine target = Load(tp);
   Engine draft = Load(dp);
   for (size_t i = 0; i < g.prompts.size(); ++i) {

@@ -226,8 +226,8 @@ std::string Lower(std::string s) {
 // golden_quant.json: for each variant file, the first 64 values of the middle
 // row of every tensor as ggml dequantizes them.
 TEST(Dequantize, MatchesGgmlOnQuantizedModels) {
-  const std::string golden = testing::SharedPath("golden/golden_quant.json");
-  if (golden.empty()) GTEST_SKIP() << "../shared/golden is absent";
+  const std::string golden = testing::GoldenPath("golden_quant.json");
+  if (golden.empty()) SPECSERVE_MISSING_INPUT("../shared/golden");
   std::ifstream in(golden);
   const nlohmann::json j = nlohmann::json::parse(in);
   int files = 0, samples = 0;
@@ -262,7 +262,7 @@ TEST(Dequantize, MatchesGgmlOnQuantizedModels) {
       ++samples;
     }
   }
-  if (files == 0) GTEST_SKIP() << "../shared/models/variants is absent";
+  if (files == 0) SPECSERVE_MISSING_INPUT("../shared/models/variants");
   EXPECT_GT(samples, 100);
 }
 

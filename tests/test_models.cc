@@ -99,10 +99,10 @@ void ExpectGoldenPrompt(Backend& b, const std::vector<TokenId>& ids, const json&
 }
 
 void ExpectMatchesGolden(const std::string& name, const BackendOptions& opts, double rel_tol) {
-  const json golden = LoadJson(SharedPath("golden/golden.json"));
-  if (golden.is_null()) GTEST_SKIP() << "../shared/golden/golden.json not present";
+  const json golden = LoadJson(GoldenPath("golden.json"));
+  if (golden.is_null()) SPECSERVE_MISSING_INPUT("../shared/golden/golden.json");
   const std::string path = ModelPath(name);
-  if (path.empty()) GTEST_SKIP() << name << " not present";
+  if (path.empty()) SPECSERVE_MISSING_INPUT(name);
   LoadedModel l = LoadModel(path, opts);
   ASSERT_TRUE(l.backend != nullptr);
   Backend& b = *l.backend;

@@ -13,4 +13,12 @@ std::string SharedPath(const std::string& rel) {
   std::string p = root + "/" + rel;
   return std::filesystem::exists(p) ? p : "";
 }
+std::string GoldenPath(const std::string& file) {
+  const std::string kept = SourceDir() + "/tests/data/" + file;
+  return std::filesystem::exists(kept) ? kept : SharedPath("golden/" + file);
+}
+bool InCi() {
+  const char* ci = std::getenv("CI");
+  return ci != nullptr && std::string(ci) == "true";
+}
 }  // namespace specserve::testing

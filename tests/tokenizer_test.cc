@@ -206,7 +206,7 @@ class ModelTokenizer : public ::testing::Test {
   }
   void SetUp() override { ASSERT_NE(tok_, nullptr); }
 
-  static nlohmann::json Golden() { return testing::LoadJson(testing::SharedPath("golden/golden.json")); }
+  static nlohmann::json Golden() { return testing::LoadJson(testing::GoldenPath("golden.json")); }
   // Prompts of the eval set ({prompt, ids}); read at test time, never copied.
   static std::vector<nlohmann::json> EvalPrompts() {
     std::vector<nlohmann::json> out;
@@ -236,7 +236,7 @@ TEST_F(ModelTokenizer, Metadata) {
 
 TEST_F(ModelTokenizer, GoldenStrings) {
   const nlohmann::json g = Golden();
-  if (g.is_null()) GTEST_SKIP() << "../shared/golden/golden.json absent";
+  if (g.is_null()) SPECSERVE_MISSING_INPUT("../shared/golden/golden.json");
   int n = 0;
   for (const auto& c : g.at("tokenizer")) {
     const std::string text = c.at("text");
@@ -254,7 +254,7 @@ TEST_F(ModelTokenizer, GoldenStrings) {
 
 TEST_F(ModelTokenizer, GoldenPrompts) {
   const nlohmann::json g = Golden();
-  if (g.is_null()) GTEST_SKIP() << "../shared/golden/golden.json absent";
+  if (g.is_null()) SPECSERVE_MISSING_INPUT("../shared/golden/golden.json");
   for (const auto& p : g.at("prompts")) {
     const std::string text = p.at("prompt");
     const Ids want = p.at("ids");
@@ -266,7 +266,7 @@ TEST_F(ModelTokenizer, GoldenPrompts) {
 
 TEST_F(ModelTokenizer, EvalPrompts) {
   const std::vector<nlohmann::json> prompts = EvalPrompts();
-  if (prompts.empty()) GTEST_SKIP() << "../shared/eval/code_prompts.jsonl absent";
+  if (prompts.empty()) SPECSERVE_MISSING_INPUT("../shared/eval/code_prompts.jsonl");
   EXPECT_EQ(prompts.size(), 128u);
   for (const auto& p : prompts) {
     const std::string text = p.at("prompt");

@@ -44,24 +44,7 @@ find_servers() {
 # free_ports N: N distinct free ports, below the ephemeral range (32768+) that
 # outgoing connections draw from (a port from bind(0) may become some
 # connection's source port before the server listens on it).
-free_ports() {
-  "$PYTHON" - "$1" <<'PY'
-import random, socket, sys
-want, found = int(sys.argv[1]), []
-for port in random.sample(range(20000, 32000), 12000):
-    s = socket.socket()
-    try:
-        s.bind(("0.0.0.0", port))
-        found.append(port)
-    except OSError:
-        pass
-    finally:
-        s.close()
-    if len(found) == want:
-        break
-print(" ".join(map(str, found)))
-PY
-}
+free_ports() { "$PYTHON" "$(dirname "${BASH_SOURCE[0]}")/../../tools/free_ports.py" "$1"; }
 free_port() { free_ports 1; }
 
 # start_stack LOGDIR: starts target, draft and coordinator on free loopback
