@@ -100,6 +100,15 @@ class CorruptedModelTest : public ::testing::Test {
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
     for (const std::string& sub : subs) EXPECT_THAT(std::string(s.message()), HasSubstr(sub));
   }
+  // Tensor `name`'s type changed from `from` to `to`, its shape kept: refused, naming it.
+  void ExpectTypeChangeRefused(const std::string& name, uint32_t from, uint32_t to, std::vector<std::string> subs) {
+    std::string b = Bytes();
+    const InfoPos t = TensorInfo(b, name);
+    ASSERT_EQ(Get<uint32_t>(b, t.type), from);
+    Put<uint32_t>(b, t.type, to);
+    subs.insert(subs.begin(), name);
+    ExpectRefused(b, subs);
+  }
 
   static std::string* original_;
 };
@@ -139,29 +148,17 @@ TEST_F(CorruptedModelTest, BlockCountOneFewer) {
 
 // F16 -> F32 doubles the tensor's bytes: it runs into the next tensor.
 TEST_F(CorruptedModelTest, TypeChangedToALargerOne) {
-  std::string b = Bytes();
-  const InfoPos q = TensorInfo(b, "blk.0.attn_q.weight");
-  ASSERT_EQ(Get<uint32_t>(b, q.type), kF16);
-  Put<uint32_t>(b, q.type, kF32);
-  ExpectRefused(b, {"blk.0.attn_q.weight", "F32", "overlaps", "blk.0.attn_k.weight"});
+  ExpectTypeChangeRefused("blk.0.attn_q.weight", kF16, kF32, {"F32", "overlaps", "blk.0.attn_k.weight"});
 }
 
 // F16 -> Q8_0 shrinks it: the bytes after it belong to no tensor.
 TEST_F(CorruptedModelTest, TypeChangedToASmallerOne) {
-  std::string b = Bytes();
-  const InfoPos up = TensorInfo(b, "blk.2.ffn_up.weight");
-  ASSERT_EQ(Get<uint32_t>(b, up.type), kF16);
-  Put<uint32_t>(b, up.type, kQ8_0);
-  ExpectRefused(b, {"blk.2.ffn_up.weight", "Q8_0", "unused", "blk.2.ffn_down.weight"});
+  ExpectTypeChangeRefused("blk.2.ffn_up.weight", kF16, kQ8_0, {"Q8_0", "unused", "blk.2.ffn_down.weight"});
 }
 
 // The last tensor in the file: what it no longer covers trails the data.
 TEST_F(CorruptedModelTest, TypeOfTheLastTensorChanged) {
-  std::string b = Bytes();
-  const InfoPos norm = TensorInfo(b, "output_norm.weight");
-  ASSERT_EQ(Get<uint32_t>(b, norm.type), kF32);
-  Put<uint32_t>(b, norm.type, kF16);
-  ExpectRefused(b, {"output_norm.weight", "F16", "unused", "end of the file"});
+  ExpectTypeChangeRefused("output_norm.weight", kF32, kF16, {"F16", "unused", "end of the file"});
 }
 
 TEST_F(CorruptedModelTest, OffsetMovedOntoAnotherTensor) {

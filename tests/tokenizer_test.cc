@@ -252,29 +252,27 @@ TEST_F(ModelTokenizer, GoldenStrings) {
   EXPECT_EQ(n, 16);
 }
 
+// A reference prompt {"prompt", "ids", "id"}: encodes to its ids, which
+// decode (at once and streamed) back to its text.
+void ExpectReferenceIds(const Tokenizer& tok, const nlohmann::json& p) {
+  const std::string text = p.at("prompt");
+  const std::vector<TokenId> want = p.at("ids");
+  EXPECT_EQ(tok.Encode(text, true), want) << "prompt " << p.at("id");
+  EXPECT_EQ(tok.Decode(want), text);
+  EXPECT_EQ(Stream(tok, want), text);
+}
+
 TEST_F(ModelTokenizer, GoldenPrompts) {
   const nlohmann::json g = Golden();
   if (g.is_null()) SPECSERVE_MISSING_INPUT("../shared/golden/golden.json");
-  for (const auto& p : g.at("prompts")) {
-    const std::string text = p.at("prompt");
-    const Ids want = p.at("ids");
-    EXPECT_EQ(tok_->Encode(text, true), want) << "prompt " << p.at("id");
-    EXPECT_EQ(tok_->Decode(want), text);
-    EXPECT_EQ(Stream(*tok_, want), text);
-  }
+  for (const auto& p : g.at("prompts")) ExpectReferenceIds(*tok_, p);
 }
 
 TEST_F(ModelTokenizer, EvalPrompts) {
   const std::vector<nlohmann::json> prompts = EvalPrompts();
   if (prompts.empty()) SPECSERVE_MISSING_INPUT("../shared/eval/code_prompts.jsonl");
   EXPECT_EQ(prompts.size(), 128u);
-  for (const auto& p : prompts) {
-    const std::string text = p.at("prompt");
-    const Ids want = p.at("ids");
-    EXPECT_EQ(tok_->Encode(text, true), want) << "eval prompt " << p.at("id");
-    EXPECT_EQ(tok_->Decode(want), text);
-    EXPECT_EQ(Stream(*tok_, want), text);
-  }
+  for (const auto& p : prompts) ExpectReferenceIds(*tok_, p);
 }
 
 TEST_F(ModelTokenizer, StreamsMultiByteCharacters) {

@@ -14,6 +14,15 @@ STACK_PIDS=()
 
 deploy_log() { echo "[$(basename "$0")] $*" >&2; }
 
+# A test that starts the servers from Python: finds both, makes $work (the
+# caller removes it in its EXIT trap) and keeps generated message classes in it.
+init_python_test() {
+  find_python
+  find_servers
+  work=$(mktemp -d)
+  export SPECSERVE_PY_GEN=$work/gen
+}
+
 # A python3 with grpcio and protobuf: Debian's python3-grpcio lives in
 # /usr/bin/python3's dist-packages, which a pyenv or venv python3 first on
 # PATH does not see.

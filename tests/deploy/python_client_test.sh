@@ -5,11 +5,7 @@
 # what comes back; also checks specserve-health-probe where it is built.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
-find_python
-find_servers
-
-work=$(mktemp -d)
-export SPECSERVE_PY_GEN=$work/gen   # generated message classes, out of the tree
+init_python_test
 trap 'stop_stack; rm -rf "$work"' EXIT
 start_stack "$work/logs"
 deploy_log "servers up: coordinator $COORD_ADDR, target $TARGET_ADDR, draft $DRAFT_ADDR"

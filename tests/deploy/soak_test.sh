@@ -8,11 +8,7 @@
 # SOAK_SECONDS / SOAK_CLIENTS override the size; extra arguments go to soak.py.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
-find_python
-find_servers
-
-work=$(mktemp -d)
-export SPECSERVE_PY_GEN=$work/gen   # generated message classes, out of the tree
+init_python_test
 trap 'rm -rf "$work"' EXIT
 
 set +e
