@@ -32,8 +32,6 @@ import os
 import random
 import shutil
 import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import threading
@@ -46,14 +44,10 @@ sys.path.insert(0, os.path.join(REPO, "tools"))
 import grpc  # noqa: E402
 from specserve_client import SpecserveClient  # noqa: E402
 from free_ports import free_ports  # noqa: E402
-
-try:
-    from prometheus_client.parser import text_string_to_metric_families
-except ImportError:  # pragma: no cover - the Debian package is the supported way
-    text_string_to_metric_families = None
+from soak_processes import LEAK_GAUGES, Service, log, read_rss_kb, scrape  # noqa: E402
+from soak_report import report  # noqa: E402
 
 SOLO_MAX_TOKENS = 96
-LEAK_GAUGES = ("specserve_active_sessions", "specserve_kv_blocks_used", "specserve_kv_blocks_reserved")
 
 # Short code prompts, added to bench/prompts.jsonl's to reach --prompts.
 EXTRA_PROMPTS = [
@@ -85,148 +79,6 @@ STYLES = [
     ("model-adaptive", {"drafter": "model", "adaptive_k": True}),
     ("none", {"drafter": "none"}),
 ]
-
-
-def log(msg):
-    print("[soak] " + msg, flush=True)
-
-
-def pct(values, q):
-    if not values:
-        return float("nan")
-    v = sorted(values)
-    return v[min(len(v) - 1, max(0, int(round(q * (len(v) - 1)))))]
-
-
-def read_rss_kb(pid):
-    try:
-        with open("/proc/%d/status" % pid) as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return None
-
-
-def scrape(port, timeout=3.0):
-    """{metric name: summed value} from http://127.0.0.1:port/metrics."""
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
-        s.sendall(b"GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
-        chunks = []
-        while True:
-            b = s.recv(65536)
-            if not b:
-                break
-            chunks.append(b)
-    raw = b"".join(chunks).decode("utf-8", "replace")
-    head, _, body = raw.partition("\r\n\r\n")
-    if " 200 " not in head.split("\r\n", 1)[0]:
-        raise RuntimeError("metrics: " + head.split("\r\n", 1)[0])
-    values = {}
-    if text_string_to_metric_families is not None:
-        for fam in text_string_to_metric_families(body):
-            for sample in fam.samples:
-                values[sample.name] = values.get(sample.name, 0.0) + sample.value
-    else:
-        for line in body.splitlines():
-            if not line or line.startswith("#"):
-                continue
-            name_labels, _, value = line.rpartition(" ")
-            name = name_labels.split("{", 1)[0]
-            try:
-                values[name] = values.get(name, 0.0) + float(value)
-            except ValueError:
-                pass
-    return values
-
-
-class Incarnation:
-    """One run of a server process: its pid, when it started and was ready,
-    and its RSS after warm-up, at its peak and at the end."""
-
-    def __init__(self, pid, started):
-        self.pid, self.started, self.ready = pid, started, None
-        self.rss_base_kb = self.rss_base_at = None
-        self.rss_first_kb = None  # first sample once ready (the baseline if warm-up never came)
-        self.rss_peak_kb = 0
-        self.rss_end_kb = None
-        self.ended = None
-        self.exit = None
-
-
-class Service:
-    def __init__(self, name, argv, addr, metrics_port, logdir, clock):
-        self.name, self.argv, self.addr, self.metrics_port = name, argv, addr, metrics_port
-        self.log_path = os.path.join(logdir, name + ".log")
-        self.clock = clock
-        self.proc = None
-        self.incarnations = []
-        self.restarts = 0
-        # Parent death kills the servers even if this script is SIGKILLed (ctest timeout).
-        self.wrapper = ["setpriv", "--pdeathsig", "KILL", "--"] if shutil.which("setpriv") else []
-
-    @property
-    def current(self):
-        return self.incarnations[-1] if self.incarnations else None
-
-    def start(self):
-        with open(self.log_path, "ab") as logf:
-            logf.write(b"==== soak: start at t=%.1f s\n" % self.clock())
-            logf.flush()
-            self.proc = subprocess.Popen(self.wrapper + self.argv, stdin=subprocess.DEVNULL, stdout=logf,
-                                         stderr=subprocess.STDOUT)
-        self.incarnations.append(Incarnation(self.proc.pid, self.clock()))
-
-    def alive(self):
-        return self.proc is not None and self.proc.poll() is None
-
-    def _reap(self, how):
-        inc = self.current
-        inc.exit = self.proc.returncode
-        inc.ended = self.clock()
-        with open(self.log_path, "ab") as logf:
-            logf.write(b"==== soak: %s at t=%.1f s (exit %s)\n" % (how.encode(), inc.ended, str(inc.exit).encode()))
-
-    def kill(self):
-        """SIGKILL and reap (the restarts)."""
-        if self.alive():
-            inc = self.current
-            inc.rss_end_kb = read_rss_kb(inc.pid)
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait()
-            self._reap("SIGKILL")
-
-    def stop(self, grace=15):
-        """SIGTERM, then SIGKILL after `grace` seconds (the end)."""
-        if self.alive():
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(grace)
-            except subprocess.TimeoutExpired:
-                self.proc.send_signal(signal.SIGKILL)
-                self.proc.wait()
-            self._reap("stopped")
-
-    def wait_ready(self, seconds):
-        """Waits until the server answers grpc.health.v1 SERVING."""
-        with SpecserveClient(self.addr, round_robin=False) as c:
-            c.wait_ready(seconds)
-        self.current.ready = self.clock()
-
-    def sample_rss(self, now, baseline_at):
-        inc = self.current
-        if inc is None or inc.ready is None or not self.alive():
-            return None
-        rss = read_rss_kb(inc.pid)
-        if rss is None:
-            return None
-        if inc.rss_first_kb is None:
-            inc.rss_first_kb = rss
-        inc.rss_peak_kb = max(inc.rss_peak_kb, rss)
-        if inc.rss_base_kb is None and now >= baseline_at:
-            inc.rss_base_kb, inc.rss_base_at = rss, now
-        return rss
 
 
 class Stats:
@@ -686,150 +538,6 @@ class Soak:
         ready = self.target_window[1]
         return next((t1 - ready for (t0, t1, *_rest) in sorted(self.stats.completed) if t0 >= ready), None)
 
-    def report(self, leaks, still_busy):
-        a, st = self.args, self.stats
-        exp, unexp = self.error_counts()
-        limit_kb = a.max_rss_growth_mb * 1024
-        rows = []
-        for name in ("target", "draft", "coordinator"):
-            svc = self.services[name]
-            inc = svc.current
-            base = inc.rss_base_kb
-            note = ""
-            if base is None:
-                base, note = inc.rss_first_kb, " (no warm-up sample: first sample)"
-            growth = (inc.rss_end_kb - base) if (inc.rss_end_kb is not None and base is not None) else None
-            rows.append((name, inc, base, growth, note))
-            if growth is not None and growth > limit_kb:
-                self.fail("rss", "%s grew %.1f MB since %s (limit %d MB)" % (
-                    name, growth / 1024.0, "its warm-up" if not note else "its first sample", a.max_rss_growth_mb))
-            if growth is None:
-                self.fail("rss", "%s: no RSS measurement" % name)
-        for name in ("target", "draft"):
-            vals = leaks.get(name, {})
-            if "error" in vals:
-                self.fail("leak", "%s /metrics: %s" % (name, vals["error"]))
-                continue
-            for g in LEAK_GAUGES:
-                v = vals.get(g)
-                if v is None:
-                    self.fail("leak", "%s exports no %s" % (name, g))
-                elif v != 0:
-                    self.fail("leak", "%s: %s = %g after %.0f s idle wait" % (name, g, v, a.idle_wait))
-        if st.mismatches:
-            self.fail("mismatch", "%d completed answers differ from the solo output" % len(st.mismatches))
-        if unexp:
-            self.fail("error", "%d unexpected errors" % unexp)
-        if st.client_exceptions:
-            self.fail("client", "%d exceptions in client threads, first: %s" % (len(st.client_exceptions),
-                                                                                st.client_exceptions[0]))
-        if st.ok == 0:
-            self.fail("no-progress", "no request completed")
-
-        lat, ttft = st.latencies, st.ttfts
-        toks_per_s = st.completed_tokens / max(1e-9, self.load_seconds)
-        dr = self.draft_recoveries()
-        tr = self.target_recovery()
-        for i, r in enumerate(dr):
-            if r is None:
-                self.warnings.append("draft restart %d: the coordinator never drafted with the model again" % (i + 1))
-        fmt_rec = lambda v: "never" if v is None else "%.1f s" % v  # noqa: E731
-
-        def fmt_recs(vals):
-            if len(vals) <= 4 or None in vals:
-                return ", ".join(fmt_rec(v) for v in vals) or "-"
-            return "%d restarts, %.1f..%.1f s" % (len(vals), min(vals), max(vals))
-
-        lines = []
-        lines.append("")
-        lines.append("soak: %.0f s, %d clients, cancel %.0f%%, draft restarts %d (every %g s), target restarts %d "
-                     "(at %g s), %d prompts" % (self.load_seconds, a.clients, a.cancel_fraction * 100,
-                                                self.services["draft"].restarts, a.draft_restart_every,
-                                                self.services["target"].restarts, a.target_restart_at,
-                                                len(self.prompts)))
-        lines.append("+----------------------------------------------+----------------------------+")
-        def row(k, v):  # noqa: E306
-            lines.append("| %-44s | %26s |" % (k, v))
-        row("requests completed, equal to solo", st.ok)
-        row("requests cancelled after first delta", st.cancelled)
-        row("expected errors (target restart)", exp)
-        row("unexpected errors", unexp)
-        row("mismatches (vs solo output)", len(st.mismatches))
-        row("tokens/s (completed requests)", "%.0f" % toks_per_s)
-        row("latency p50 / p99 (completed)", "%.3f / %.3f s" % (pct(lat, 0.5), pct(lat, 0.99)))
-        row("first token p50 / p99", "%.3f / %.3f s" % (pct(ttft, 0.5), pct(ttft, 0.99)))
-        row("target recovery (ready -> first ok)", fmt_rec(tr))
-        row("draft recovery (ready -> model drafts)", fmt_recs(dr))
-        row("peak open sessions seen: target / draft", "%s / %s" % (self.peak_sessions.get("target", "-"),
-                                                                  self.peak_sessions.get("draft", "-")))
-        for name in ("target", "draft"):
-            vals = leaks.get(name, {})
-            if "error" in vals:
-                row("left open on %s" % name, "metrics error")
-                continue
-            def show(g):  # noqa: E306
-                v = vals.get(g)
-                if v is None:
-                    return "?"
-                return ("%g" % v) + ("*" if vals.get(g + "_absent") else "")
-            row("left open on %s: sessions/kv used/resv" % name,
-                "%s / %s / %s" % (show("specserve_active_sessions"), show("specserve_kv_blocks_used"),
-                                  show("specserve_kv_blocks_reserved")))
-        lines.append("+----------------------------------------------+----------------------------+")
-        lines.append("%-12s %8s %9s %9s %8s %8s %9s %9s" % ("process", "pid", "started*", "restarts", "rss base",
-                                                            "rss end", "rss peak", "growth"))
-        for name, inc, base, growth, note in rows:
-            mb = lambda kb: "-" if kb is None else "%.1fM" % (kb / 1024.0)  # noqa: E731
-            lines.append("%-12s %8d %+8.1fs %9d %8s %8s %9s %9s%s" % (
-                name, inc.pid, inc.started - self.load_start, self.services[name].restarts, mb(base), mb(inc.rss_end_kb),
-                mb(inc.rss_peak_kb), ("%+.1fM" % (growth / 1024.0)) if growth is not None else "-", note))
-        codes = {}
-        lines.append("(* seconds since the load started: the last start of each process)")
-        for e in st.errors:
-            key = ("expected " if self.is_expected_error(e) else "UNEXPECTED ") + e[2]
-            codes[key] = codes.get(key, 0) + 1
-        if codes:
-            lines.append("errors by status: " + ", ".join("%s %d" % kv for kv in sorted(codes.items())))
-        shown = 0
-        for e in st.errors:
-            if not self.is_expected_error(e) and shown < 10:
-                lines.append("  unexpected: t=%.2f..%.2f %s (%s): %s" % (e[0], e[1], e[2], e[4], e[3]))
-                shown += 1
-        for m in st.mismatches[:10]:
-            lines.append("  mismatch: %s" % json.dumps(m, default=str))
-        for w in self.warnings:
-            lines.append("WARNING: " + w)
-        if still_busy:
-            lines.append("(the services were still busy when the idle wait of %.0f s ran out)" % a.idle_wait)
-        verdict = "PASS" if not self.failures else "FAIL: " + "; ".join("%s: %s" % f for f in self.failures)
-        lines.append("RESULT: " + verdict)
-        print("\n".join(lines), flush=True)
-
-        if a.json:
-            out = {
-                "duration_s": self.load_seconds, "clients": a.clients, "cancel_fraction": a.cancel_fraction,
-                "ok": st.ok, "cancelled": st.cancelled, "expected_errors": exp, "unexpected_errors": unexp,
-                "mismatches": st.mismatches, "tokens_per_second": toks_per_s,
-                "latency_p50_s": pct(lat, 0.5), "latency_p99_s": pct(lat, 0.99),
-                "ttft_p50_s": pct(ttft, 0.5), "ttft_p99_s": pct(ttft, 0.99),
-                "target_recovery_s": tr, "draft_recoveries_s": dr, "peak_sessions": self.peak_sessions,
-                "errors": [{"t0": e[0], "t1": e[1], "code": e[2], "details": e[3], "style": e[4],
-                            "expected": self.is_expected_error(e)} for e in st.errors],
-                "by_style": {k: {"ok": v[0], "cancelled": v[1], "errors": v[2]} for k, v in st.by_style.items()},
-                "leaks": leaks,
-                "processes": {name: {"pid": inc.pid, "started_s": inc.started, "restarts": self.services[name].restarts,
-                                     "rss_base_kb": base, "rss_end_kb": inc.rss_end_kb, "rss_peak_kb": inc.rss_peak_kb,
-                                     "rss_growth_kb": growth} for name, inc, base, growth, _ in rows},
-                "incarnations": {name: [dict(vars(i)) for i in svc.incarnations]
-                                 for name, svc in self.services.items()},
-                "times_relative_to": "the script's start; the load started at %.1f s" % self.load_start,
-                "failures": [{"kind": k, "what": w} for k, w in self.failures],
-                "warnings": self.warnings, "logs": self.logdir,
-            }
-            with open(a.json, "w") as f:
-                json.dump(out, f, indent=1, default=str)
-        return not self.failures
-
     # ----------------------------------------------------------------- main
 
     def run(self):
@@ -848,7 +556,7 @@ class Soak:
             for name, svc in self.services.items():
                 if svc.alive():
                     svc.current.rss_end_kb = read_rss_kb(svc.current.pid)
-            return self.report(leaks, busy)
+            return report(self, leaks, busy)
         finally:
             self.stop_load.set()
             for name in ("coordinator", "draft", "target"):
