@@ -4,7 +4,6 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "grpc/health/v1/health.grpc.pb.h"
 #include "common/status_macros.h"
 #include "rpc/proto_convert.h"
 #include "rpc/status_convert.h"
@@ -118,11 +117,11 @@ void Upstreams::Watch() {
 }
 
 void Upstreams::WatchTarget() {
-  auto health = grpc::health::v1::Health::NewStub(target_channel_);
+  if (!target_health_) target_health_ = grpc::health::v1::Health::NewStub(target_channel_);
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(1000));
   grpc::health::v1::HealthCheckResponse resp;
-  const bool serving = health->Check(&ctx, grpc::health::v1::HealthCheckRequest(), &resp).ok() &&
+  const bool serving = target_health_->Check(&ctx, grpc::health::v1::HealthCheckRequest(), &resp).ok() &&
                        resp.status() == grpc::health::v1::HealthCheckResponse::SERVING;
   if (serving == target_serving_.exchange(serving)) return;
   std::fprintf(stderr, "target at %s %s\n", opts_.target.c_str(), serving ? "is serving again" : "is not serving");

@@ -35,6 +35,7 @@
 #include "absl/status/statusor.h"
 #include "common/model_config.h"
 #include "common/tokenizer.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 #include "rpc/tls.h"
 #include "specserve/v1/internal.grpc.pb.h"
 
@@ -101,6 +102,7 @@ class Upstreams {
   Options opts_;
   std::shared_ptr<grpc::Channel> target_channel_;
   std::unique_ptr<v1::TargetService::Stub> target_;
+  std::unique_ptr<grpc::health::v1::Health::Stub> target_health_;  // the watch thread's
   std::unique_ptr<v1::DraftService::Stub> draft_;
   v1::ModelInfo target_info_;
   std::unique_ptr<Tokenizer> tokenizer_;

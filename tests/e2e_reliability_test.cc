@@ -234,12 +234,6 @@ TEST(E2eReliabilityTest, OversizePromptIsRefusedByItsSize) {
   EXPECT_LT(Seconds(t0), 2);
 }
 
-}  // namespace
-}  // namespace specserve
-
-namespace specserve {
-namespace {
-
 // 11. A session that does not fit waits (in order) for KV instead of being
 // refused at once, and is refused when --queue-timeout-s passes.
 TEST(E2eReliabilityTest, SessionsWaitForKvInsteadOfRefusal) {
