@@ -8,6 +8,7 @@
 #include <benchmark/benchmark.h>
 
 #include <cmath>
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "common/fp16.h"
 #include "kernels/cpu_attention.h"
 #include "kernels/cpu_matmul.h"
+#include "common/tensor_types.h"
 
 namespace specserve {
 namespace {
@@ -62,6 +64,65 @@ BENCHMARK(BM_MatMul)
     ->ArgNames({"T", "rows", "cols", "f16"})
     ->ArgsProduct({{1, 2, 3, 4, 5, 6, 9, 17}, {768}, {288}, {1, 0}})
     ->ArgsProduct({{1, 3, 5, 9}, {4096}, {288}, {1}})
+    ->Unit(benchmark::kMicrosecond);
+
+// A random quantized matrix in ggml's block layout: random quants with every
+// f16 scale field set to a small finite value.
+Matrix RandomQuantMatrix(GgmlType type, int64_t rows, int64_t cols, uint32_t seed) {
+  std::mt19937 rng(seed);
+  Matrix m;
+  const uint64_t row_bytes = RowBytes(type, cols);
+  m.bytes.resize(rows * row_bytes);
+  for (auto& b : m.bytes) b = static_cast<uint8_t>(rng());
+  const uint16_t d = F32ToF16(0.01f);
+  // Block size in bytes and the offsets of its f16 scales.
+  struct Layout { size_t block; std::vector<size_t> halves; };
+  const Layout l = type == GgmlType::kQ8_0 ? Layout{34, {0}}
+                 : type == GgmlType::kQ5_0 ? Layout{22, {0}}
+                 : type == GgmlType::kQ4_K ? Layout{144, {0, 2}}
+                                           : Layout{210, {208}};  // Q6_K
+  for (size_t off = 0; off + l.block <= m.bytes.size(); off += l.block) {
+    for (size_t h : l.halves) std::memcpy(m.bytes.data() + off + h, &d, 2);
+  }
+  m.view = MatrixView{type, m.bytes.data(), rows, cols, row_bytes};
+  return m;
+}
+
+// Args: {T, type, rows, cols}: one pass of T tokens through a matrix of a
+// ~1B model (n_embd 2304, n_ff 8192), cycling through copies that together
+// exceed the L3 cache, so the weights stream from memory as in decoding.
+// "GB/s" is weight bytes read per second (compare with the machine's read
+// bandwidth); us/pass is what a verify pass of T tokens costs.
+void BM_QuantMatMul(benchmark::State& state) {
+  const int64_t T = state.range(0), rows = state.range(2), cols = state.range(3);
+  const auto type = static_cast<GgmlType>(state.range(1));
+  const int64_t bytes = rows * static_cast<int64_t>(RowBytes(type, cols));
+  const int copies = static_cast<int>(std::max<int64_t>(1, (96 << 20) / bytes));
+  std::vector<Matrix> ws;
+  for (int c = 0; c < copies; ++c) ws.push_back(RandomQuantMatrix(type, rows, cols, c + 1));
+  std::vector<float> x(T * cols), y(T * rows);
+  std::mt19937 rng(3);
+  std::normal_distribution<float> dist(0.f, 1.f);
+  for (float& f : x) f = dist(rng);
+  ThreadPool pool(static_cast<int>(state.range(4)));
+  int c = 0;
+  for (auto _ : state) {
+    MatMul(ws[c].view, x.data(), T, y.data(), pool);
+    benchmark::DoNotOptimize(y.data());
+    c = (c + 1) % copies;
+  }
+  state.counters["GB/s"] = benchmark::Counter(static_cast<double>(bytes) * state.iterations() / 1e9,
+                                              benchmark::Counter::kIsRate);
+  state.counters["us/pass"] = benchmark::Counter(static_cast<double>(state.iterations()),
+                                                 benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_QuantMatMul)
+    ->ArgNames({"T", "type", "rows", "cols", "threads"})
+    ->ArgsProduct({{1, 2, 5, 9, 17, 64},
+                   {static_cast<int>(GgmlType::kQ8_0), static_cast<int>(GgmlType::kQ4_K),
+                    static_cast<int>(GgmlType::kQ6_K), static_cast<int>(GgmlType::kQ5_0)},
+                   {8192}, {2304}, {1}})
+    ->ArgsProduct({{1, 5, 9}, {static_cast<int>(GgmlType::kQ8_0), static_cast<int>(GgmlType::kQ4_K)}, {8192}, {2304}, {2}})
     ->Unit(benchmark::kMicrosecond);
 
 // Args: {T, depth, heads, kv_heads, head_dim}: T new tokens after `depth`

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/fp16.h"
+#include "kernels/cpu_matmul_avx512.h"
 #include "kernels/cpu_quant_dot.h"
 
 namespace specserve {
@@ -131,6 +132,8 @@ void WidenF16Row(const uint16_t* src, float* dst, int64_t n) {
 }
 
 void MatMulRows(const MatrixView& w, const float* x, int64_t T, float* y, int64_t r0, int64_t r1) {
+  // AVX-512 CPUs: one kernel for every pass width (kernels/cpu_matmul_avx512.h).
+  if (cpu::UseAvx512MatMul() && cpu::Avx512MatMulSupports(w)) return cpu::MatMulRowsAvx512(w, x, T, y, r0, r1);
   // Q8_0 blocks are widened in registers for up to 3 tokens (one pass over
   // the weights, kernels/cpu_quant_dot.h); more tokens amortise a widened tile.
   if (w.type == GgmlType::kQ8_0 && T <= 3) return MatMulQ8_0Rows(w, x, T, y, r0, r1);

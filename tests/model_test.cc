@@ -75,9 +75,17 @@ TEST(ForwardTest, RaggedBatchMatchesEachAlone) {
 // Batch invariance: a verify pass of T tokens gives each position the same
 // logits, bit for bit, as decoding them one at a time. Greedy speculative
 // output then equals plain greedy output even where two logits nearly tie.
-TEST(ForwardTest, VerifyPassLogitsHaveTheBitsOfOneTokenDecoding) {
+// For the f32 model and its Q8_0 and Q4_K_M (Q4_K, Q5_0, Q6_K, Q8_0) files.
+class BatchInvarianceTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(BatchInvarianceTest, VerifyPassLogitsHaveTheBitsOfOneTokenDecoding) {
+  const std::string path = GetParam() == "code-target-7m.gguf" ? testing::BundledModel(GetParam())
+                                                                : testing::SharedPath("models/variants/" + GetParam());
+  if (path.empty()) SPECSERVE_MISSING_INPUT(GetParam());
   for (int threads : {1, 2}) {
-    LoadedModel l = LoadTarget(threads);
+    BackendOptions o;
+    o.threads = threads;
+    LoadedModel l = testing::LoadModel(path, o);
     const int32_t V = l.model->config.vocab;
     const std::vector<TokenId> tokens = Prompt(80, 5);
     constexpr int kPrompt = 37;
@@ -104,6 +112,16 @@ TEST(ForwardTest, VerifyPassLogitsHaveTheBitsOfOneTokenDecoding) {
     for (KvSeq* k : {&one, &many}) l.backend->kv_pool().Release(*k);
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Models, BatchInvarianceTest,
+                         ::testing::Values("code-target-7m.gguf", "code-target-7m-q8_0.gguf",
+                                           "code-target-7m-q4_k_m.gguf"),
+                         [](const auto& info) {
+                           std::string s = info.param.substr(0, info.param.size() - 5);
+                           std::replace(s.begin(), s.end(), '-', '_');
+                           std::replace(s.begin(), s.end(), '.', '_');
+                           return s;
+                         });
 
 TEST(ForwardTest, TruncateIsAnExactRollback) {
   LoadedModel l = LoadTarget(1);

@@ -17,6 +17,7 @@
 #include "common/fp16.h"
 #include "common/weights.h"
 #include "kernels/cpu_matmul.h"
+#include "kernels/cpu_matmul_avx512.h"
 #include "kernels/cpu_quant_dot.h"
 #include "tests/gguf_writer.h"
 #include "tests/test_models.h"
@@ -156,8 +157,14 @@ TEST(Q8_0KernelTest, EqualsDequantizeThenDot) {
             double ref = 0;
             for (int64_t i = 0; i < cols; ++i) ref += static_cast<double>(deq[r * cols + i]) * x[t * cols + i];
             EXPECT_NEAR(direct[t * rows + r], ref, 1e-4) << rows << "x" << cols << " T " << T;
-            // Same widening and the same fma order as the tiled path: identical.
-            EXPECT_EQ(direct[t * rows + r], via_matmul[t * rows + r]) << rows << "x" << cols << " T " << T;
+            EXPECT_NEAR(via_matmul[t * rows + r], ref, 1e-4) << rows << "x" << cols << " T " << T;
+            // On the AVX2 path MatMul runs this kernel up to 3 tokens and the
+            // tiled path above with the same widening and fma order:
+            // identical. (AVX-512 CPUs run kernels/cpu_matmul_avx512.h,
+            // tested in tests/matmul_test.cc.)
+            if (!cpu::UseAvx512MatMul()) {
+              EXPECT_EQ(direct[t * rows + r], via_matmul[t * rows + r]) << rows << "x" << cols << " T " << T;
+            }
           }
         }
       }
