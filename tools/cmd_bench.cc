@@ -1,11 +1,15 @@
 // `specserve bench`: prefill and decode speed of each model at 1 and 2
 // threads, decoding both from an empty context and at a depth of several
-// hundred tokens (where a verify pass actually runs). A benchmark, not a test.
+// hundred tokens (where a verify pass actually runs). Beside decode speed it
+// prints the weight bytes one token reads and the fraction of this machine's
+// measured read bandwidth that decoding uses (1.0 is the memory-bound floor).
+// A benchmark, not a test.
 #include <sys/resource.h>
 
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -21,6 +25,7 @@
 #include "common/weights.h"
 #include "tools/command_flags.h"
 #include "tools/commands.h"
+#include "tools/memory_traffic.h"
 
 namespace specserve::cli {
 namespace {
@@ -32,6 +37,10 @@ struct Row {
   int threads;
   double prefill_tps, decode_tps, decode_deep_tps, verify9_deep_tps;
   std::vector<std::pair<int, double>> pass_ms;  // (tokens in the pass, ms) at depth
+  int64_t bytes_per_token = 0;                  // weights one decode step reads
+  double bandwidth_gbs = 0;                     // measured read bandwidth at `threads`
+  // Fraction of the read bandwidth that decoding at depth uses.
+  double bandwidth_fraction() const { return bytes_per_token * decode_deep_tps / 1e9 / bandwidth_gbs; }
 };
 
 constexpr int kPassSizes[] = {1, 2, 3, 5, 9, 17};
@@ -47,12 +56,14 @@ absl::StatusOr<double> DecodeSpeed(Backend& b, KvSeq& seq, int n) {
   return n / std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-absl::StatusOr<Row> Measure(const std::string& path, int threads, int prompt_len, int depth) {
+absl::StatusOr<Row> Measure(const std::string& path, int threads, int prompt_len, int depth, double bandwidth_gbs) {
   ASSIGN_OR_RETURN(auto model, Model::Load(path));
   BackendOptions o;
   o.threads = threads;
   ASSIGN_OR_RETURN(auto b, MakeCpuBackend(*model, o));
   Row r{model->config.name.empty() ? path : model->config.name, threads, 0, 0, 0, 0, {}};
+  r.bytes_per_token = WeightBytesPerToken(model->weights);
+  r.bandwidth_gbs = bandwidth_gbs;
   std::vector<TokenId> prompt{1};
   for (int i = 1; i < std::max(prompt_len, depth); ++i) prompt.push_back(100 + (i * 37) % 3000);
   std::vector<float> logits;
@@ -115,20 +126,30 @@ int Bench(int argc, char** argv) {
   auto depth = args.Int("depth", 1, 900);
   if (!plen.ok() || !depth.ok()) return std::fprintf(stderr, "bad --prompt-len or --depth\n"), 2;
   std::vector<Row> rows;
-  std::printf("%-22s %7s %12s %12s %14s %16s  %s\n", "model", "threads", "prefill t/s", "decode t/s",
-              "decode@depth", "verify9@depth/s", "pass ms at depth for 1,2,3,5,9,17 tokens (best of 24)");
+  // Read bandwidth for each thread count, measured once.
+  std::map<int, double> bandwidth;
+  for (const std::string& t : std::vector<std::string>(absl::StrSplit(args.Str("threads"), ',', absl::SkipEmpty()))) {
+    const int n = std::stoi(t);
+    if (n < 1 || n > 256) return std::fprintf(stderr, "bad --threads\n"), 2;
+    if (!bandwidth.count(n)) bandwidth[n] = MeasureReadBandwidthGBs(n);
+    std::printf("read bandwidth, %d thread(s): %.1f GB/s\n", n, bandwidth[n]);
+  }
+  std::printf("%-22s %7s %12s %12s %14s %9s %8s %16s  %s\n", "model", "threads", "prefill t/s", "decode t/s",
+              "decode@depth", "MB/token", "of peak", "verify9@depth/s",
+              "pass ms at depth for 1,2,3,5,9,17 tokens (best of 24)");
   for (const std::string& path : std::vector<std::string>(absl::StrSplit(args.Str("models"), ',', absl::SkipEmpty()))) {
     if (!std::ifstream(path).good()) {
       std::printf("%-22s (not found, skipped)\n", path.c_str());
       continue;
     }
     for (const std::string& t : std::vector<std::string>(absl::StrSplit(args.Str("threads"), ',', absl::SkipEmpty()))) {
-      auto r = Measure(path, std::stoi(t), static_cast<int>(*plen), static_cast<int>(*depth));
+      auto r = Measure(path, std::stoi(t), static_cast<int>(*plen), static_cast<int>(*depth), bandwidth[std::stoi(t)]);
       if (!r.ok()) return std::fprintf(stderr, "%s: %s\n", path.c_str(), r.status().ToString().c_str()), 1;
       std::string passes;
       for (auto [n, ms] : r->pass_ms) passes += absl::StrFormat(" %.3f", ms);
-      std::printf("%-22s %7d %12.0f %12.0f %14.0f %16.0f  %s\n", r->model.c_str(), r->threads, r->prefill_tps,
-                  r->decode_tps, r->decode_deep_tps, r->verify9_deep_tps, passes.c_str());
+      std::printf("%-22s %7d %12.0f %12.0f %14.0f %9.1f %8.2f %16.0f  %s\n", r->model.c_str(), r->threads,
+                  r->prefill_tps, r->decode_tps, r->decode_deep_tps, r->bytes_per_token / 1e6,
+                  r->bandwidth_fraction(), r->verify9_deep_tps, passes.c_str());
       rows.push_back(*r);
     }
   }
@@ -142,7 +163,9 @@ int Bench(int argc, char** argv) {
       j["results"].push_back({{"model", r.model}, {"threads", r.threads}, {"prefill_tokens_per_s", r.prefill_tps},
                               {"decode_tokens_per_s", r.decode_tps}, {"decode_tokens_per_s_at_depth", r.decode_deep_tps},
                               {"verify9_passes_per_s_at_depth", r.verify9_deep_tps},
-                              {"pass_ms_at_depth", r.pass_ms}});
+                              {"pass_ms_at_depth", r.pass_ms}, {"weight_bytes_per_token", r.bytes_per_token},
+                              {"read_bandwidth_gb_per_s", r.bandwidth_gbs},
+                              {"bandwidth_fraction_at_depth", r.bandwidth_fraction()}});
     }
     std::ofstream(args.Str("json")) << j.dump(2) << "\n";
   }

@@ -1,0 +1,20 @@
+// What decoding one token reads, and what this machine can read: the two
+// numbers that say how far a decode speed is from the memory-bound floor
+// (docs/performance_model.md).
+#pragma once
+
+#include <cstdint>
+
+#include "common/weights.h"
+
+namespace specserve::cli {
+
+// Bytes of weights one decode step reads: every matrix of every layer, the
+// output matrix and one embedding row (norm vectors are negligible).
+int64_t WeightBytesPerToken(const ModelWeights& w);
+
+// Sustained read bandwidth in GB/s with `threads` threads streaming a buffer
+// far larger than the last-level cache (best of a few passes).
+double MeasureReadBandwidthGBs(int threads);
+
+}  // namespace specserve::cli
