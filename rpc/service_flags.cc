@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/status_macros.h"
+#include "rpc/cpu_affinity.h"
 #include "rpc/tls.h"
 
 namespace specserve::rpc {
@@ -44,6 +45,9 @@ void DeclareServiceFlags(CliArgs& a, const std::string& default_listen, int defa
   DeclareServerFlags(a, default_listen, default_metrics_port, "sessions");
   a.Flag("model", "", "GGUF model file (required)");
   a.Flag("threads", "1", "CPU threads for the forward pass");
+  a.Flag("cpus", "",
+         "pin the service to these cores, e.g. 0 or 2-3 (on a small machine: the draft and the target on cores of "
+         "their own); empty: no pinning");
   a.Flag("kv-blocks", "0",
          "KV cache blocks of 16 positions (0: room for --max-sessions full contexts, within --kv-memory-mib)");
   a.Flag("kv-memory-mib", "1024", "with --kv-blocks 0: the most memory the KV cache may take");
@@ -65,6 +69,7 @@ absl::StatusOr<ServiceFlags> ReadServiceFlags(const CliArgs& a) {
   ASSIGN_OR_RETURN(int64_t threads, a.Int("threads", 1, 256));
   ASSIGN_OR_RETURN(int64_t kv_blocks, a.Int("kv-blocks", 0, 1 << 30));
   ASSIGN_OR_RETURN(int64_t device, a.Int("device", 0, 64));
+  ASSIGN_OR_RETURN(f.cpus, ParseCpuList(a.Str("cpus")));
   f.backend.kind = a.Str("backend");
   f.backend.threads = static_cast<int>(threads);
   f.backend.kv_blocks = static_cast<int32_t>(kv_blocks);

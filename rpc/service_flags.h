@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/backend.h"
@@ -33,9 +34,10 @@ struct ServiceFlags : ServerFlags {
   BackendOptions backend;
   std::chrono::milliseconds session_idle_timeout{30000};
   std::chrono::milliseconds queue_timeout{10000};
+  std::vector<int> cpus;  // --cpus: cores to pin the process to (empty: no pinning)
 };
 
-// Declares the server flags and --model, --threads, --kv-blocks, --backend,
+// Declares the server flags and --model, --threads, --cpus, --kv-blocks, --backend,
 // --device, --tls-cert, --tls-key, --tls-ca (ReadServiceFlags reads the PEM
 // files into server.tls, so a missing one fails at start).
 void DeclareServiceFlags(CliArgs& args, const std::string& default_listen, int default_metrics_port);

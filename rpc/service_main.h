@@ -5,6 +5,7 @@
 
 #include <cstdio>
 
+#include "rpc/cpu_affinity.h"
 #include "rpc/grpc_server.h"
 #include "rpc/metrics_server.h"
 #include "rpc/model_host.h"
@@ -34,6 +35,8 @@ int ServeModel(int argc, char** argv, const ServiceMainSpec& spec) {
   if (int rc = ParseServiceArgs(args, argc, argv, spec.prog); rc >= 0) return rc;
   absl::StatusOr<ServiceFlags> flags = ReadServiceFlags(args);
   if (!flags.ok()) return fail(flags.status(), 2);
+  // Before any thread starts, so that every thread inherits the cores.
+  if (absl::Status pinned = PinProcessToCpus(flags->cpus); !pinned.ok()) return fail(pinned, 2);
 
   absl::StatusOr<std::unique_ptr<MetricsServer>> metrics = MetricsServer::Start(flags->metrics_port, flags->metrics_host);
   if (!metrics.ok()) return fail(metrics.status(), 1);
