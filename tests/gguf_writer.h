@@ -1,4 +1,4 @@
-// Test-only GGUF writer: builds valid files and, through its overrides and raw
+// Test-only GGUF writer: builds valid files in memory and, through its overrides and raw
 // escape hatches, malformed ones. Layout as in the GGUF v2/v3 spec:
 //   magic "GGUF" | u32 version | u64 n_tensors | u64 n_kv
 //   n_kv x (string key, u32 value type, value)
@@ -15,45 +15,13 @@
 #include <string_view>
 #include <vector>
 
+#include "common/gguf_writer.h"
+
 namespace specserve::testing {
 
-// Little-endian byte builder.
-class ByteWriter {
- public:
-  template <typename T>
-  ByteWriter& Scalar(T v) {
-    char b[sizeof(T)];
-    std::memcpy(b, &v, sizeof(T));
-    bytes_.append(b, sizeof(T));
-    return *this;
-  }
-  ByteWriter& U8(uint8_t v) { return Scalar(v); }
-  ByteWriter& U16(uint16_t v) { return Scalar(v); }
-  ByteWriter& U32(uint32_t v) { return Scalar(v); }
-  ByteWriter& U64(uint64_t v) { return Scalar(v); }
-  ByteWriter& I32(int32_t v) { return Scalar(v); }
-  ByteWriter& I64(int64_t v) { return Scalar(v); }
-  ByteWriter& F32(float v) { return Scalar(v); }
-  ByteWriter& F64(double v) { return Scalar(v); }
-  ByteWriter& Str(std::string_view s) {
-    U64(s.size());
-    bytes_.append(s);
-    return *this;
-  }
-  ByteWriter& Raw(std::string_view s) {
-    bytes_.append(s);
-    return *this;
-  }
-  ByteWriter& PadTo(size_t alignment) {
-    while (bytes_.size() % alignment != 0) bytes_.push_back('\0');
-    return *this;
-  }
-  const std::string& bytes() const { return bytes_; }
-  size_t size() const { return bytes_.size(); }
-
- private:
-  std::string bytes_;
-};
+// The library's little-endian byte builder (common/gguf_writer.h, whose
+// streaming GgufWriter writes the real files).
+using ::specserve::ByteWriter;
 
 // GGUF value type numbers (the spec's; duplicated so malformed files can use
 // any number).

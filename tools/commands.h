@@ -11,5 +11,6 @@ int Bench(int argc, char** argv);
 int SpecBench(int argc, char** argv);
 int Client(int argc, char** argv);
 int ServeBench(int argc, char** argv);
+int Inflate(int argc, char** argv);
 
 }  // namespace specserve::cli

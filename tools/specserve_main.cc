@@ -17,7 +17,8 @@ constexpr char kUsage[] =
     "  bench       prefill and decode speed of the bundled models\n"
     "  spec-bench  speculative decoding figures over a prompt file\n"
     "  client      stream one request from a running coordinator\n"
-    "  serve-bench the three-process deployment against plain and in-process decoding\n";
+    "  serve-bench the three-process deployment against plain and in-process decoding\n"
+    "  inflate     widen a small model to a real model's shapes and write it as GGUF\n";
 
 }  // namespace
 
@@ -34,6 +35,7 @@ int main(int argc, char** argv) {
   if (cmd == "spec-bench") return specserve::cli::SpecBench(argc, argv);
   if (cmd == "client") return specserve::cli::Client(argc, argv);
   if (cmd == "serve-bench") return specserve::cli::ServeBench(argc, argv);
+  if (cmd == "inflate") return specserve::cli::Inflate(argc, argv);
   std::fprintf(stderr, "specserve: unknown command '%s'\n\n%s", cmd.c_str(), kUsage);
   return 2;
 }
