@@ -4,6 +4,8 @@
 // to a running coordinator with the model drafter and with none, runs the
 // same prompts in process, and prints decode tokens/s, the speedups, the
 // acceptance and where the rounds' time went (draft, verify, network).
+// With --concurrency it runs load instead (tools/load_bench.h): many clients
+// at once, with latency percentiles.
 // A benchmark, not a test: it prints a table and, with --json, JSON.
 #include <algorithm>
 #include <chrono>
@@ -16,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "backends/make_backend.h"
 #include "common/cli_args.h"
@@ -25,6 +28,7 @@
 #include "tools/command_flags.h"
 #include "tools/commands.h"
 #include "tools/coordinator_client.h"
+#include "tools/load_bench.h"
 #include "tools/spec_bench_util.h"
 
 namespace specserve::cli {
@@ -101,6 +105,56 @@ Row FromBenchRun(const BenchRun& r, double temperature, int32_t k) {
   return row;
 }
 
+// --concurrency: the load table (tools/load_bench.h), plain decoding and the
+// model drafter at each concurrency and temperature, through the services.
+absl::Status RunLoadMode(const CliArgs& args, v1::Generation::Stub& stub,
+                         const std::vector<std::vector<TokenId>>& prompts, int32_t max_tokens, int64_t k) {
+  LoadConfig base;
+  base.max_tokens = max_tokens;
+  ASSIGN_OR_RETURN(base.request_rate, args.Double("request-rate", 0, 1e6));
+  ASSIGN_OR_RETURN(base.duration_s, args.Double("duration", 1, 24 * 3600));
+  ASSIGN_OR_RETURN(base.slo_ttft_ms, args.Double("slo-ttft-ms", 0, 1e9));
+  ASSIGN_OR_RETURN(base.slo_itl_ms, args.Double("slo-itl-ms", 0, 1e9));
+  std::vector<int> levels;
+  for (absl::string_view c : absl::StrSplit(args.Str("concurrency"), ',', absl::SkipEmpty())) {
+    int n = 0;
+    if (!absl::SimpleAtoi(c, &n) || n < 1 || n > 4096) {
+      return absl::InvalidArgumentError("--concurrency: a list of client counts such as 1,4,16");
+    }
+    levels.push_back(n);
+  }
+  if (levels.empty()) return absl::InvalidArgumentError("--concurrency: a list of client counts such as 1,4,16");
+  std::printf("%s, %.0f s per row, %d tokens per request, %zu prompts\n",
+              base.request_rate > 0 ? absl::StrCat("open loop at ", base.request_rate, " requests/s").c_str()
+                                    : "closed loop",
+              base.duration_s, max_tokens, prompts.size());
+  PrintLoadHeader();
+  nlohmann::json out = nlohmann::json::array();
+  for (const std::string& t : std::vector<std::string>(absl::StrSplit(args.Str("temperatures"), ',', absl::SkipEmpty()))) {
+    double temperature = 0;
+    if (!absl::SimpleAtod(t, &temperature) || temperature < 0) return absl::InvalidArgumentError("bad temperature " + t);
+    for (int n : levels) {
+      for (bool speculate : {false, true}) {
+        LoadConfig c = base;
+        c.concurrency = n;
+        c.temperature = static_cast<float>(temperature);
+        c.drafter = speculate ? v1::DRAFTER_MODEL : v1::DRAFTER_NONE;
+        c.k = speculate ? static_cast<int32_t>(k) : 0;
+        ASSIGN_OR_RETURN(LoadResult r, RunLoad(stub, prompts, c));
+        PrintLoadRow(r);
+        std::fflush(stdout);
+        out.push_back(LoadRowJson(r));
+      }
+    }
+  }
+  if (args.Given("json")) {
+    std::ofstream f(args.Str("json"));
+    f << out.dump(2) << "\n";
+    if (!f) return absl::InternalError("cannot write " + args.Str("json"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Run(const CliArgs& args) {
   ASSIGN_OR_RETURN(int64_t max_tokens, args.Int("max-tokens", 1, 900));
   ASSIGN_OR_RETURN(int64_t limit, args.Int("limit", 1, 100000));
@@ -126,6 +180,7 @@ absl::Status Run(const CliArgs& args) {
   ASSIGN_OR_RETURN(auto draft_model, Model::Load(args.Str("draft-model")));
   ASSIGN_OR_RETURN(auto tok, Tokenizer::FromGguf(*target_model->file));
   ASSIGN_OR_RETURN(auto prompts, LoadPrompts(args.Str("prompts"), *tok, static_cast<int>(limit)));
+  if (args.Given("concurrency")) return RunLoadMode(args, *stub, prompts, static_cast<int32_t>(max_tokens), k);
   BackendOptions bo;
   bo.shared_pool = std::make_shared<ThreadPool>(static_cast<int>(threads));
   ASSIGN_OR_RETURN(auto target, MakeCpuBackend(*target_model, bo));
@@ -197,6 +252,13 @@ int ServeBench(int argc, char** argv) {
   args.Flag("threads", "1", "CPU threads of the in-process runs");
   args.Flag("lookup", "2", "the in-process runs' prompt lookup (as the coordinator's --draft-lookup, default 2)");
   args.Flag("json", "", "also write one JSON object per row to this file");
+  args.Flag("concurrency", "",
+            "load mode: comma-separated numbers of concurrent clients (e.g. 1,4,16); each row reports throughput, "
+            "goodput and TTFT / inter-token / end-to-end latency percentiles (tools/load_bench.h)");
+  args.Flag("request-rate", "0", "load mode: Poisson arrivals per second (0: closed loop)");
+  args.Flag("duration", "30", "load mode: seconds per row (no request starts after this)");
+  args.Flag("slo-ttft-ms", "2000", "load mode: goodput counts requests with TTFT within this ...");
+  args.Flag("slo-itl-ms", "200", "... and p99 inter-token latency within this");
   return RunCommand(args, argc, argv, "serve-bench", Run);
 }
 

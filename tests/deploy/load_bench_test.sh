@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# `specserve serve-bench --concurrency` against the real servers: starts the
+# three processes with the bundled models, runs closed-loop load at 1 and 3
+# clients and an open-loop row, and checks the JSON rows: every field there,
+# no errors, percentiles in order, the model drafter accepting tokens, and
+# both services back to zero open sessions afterwards.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+init_python_test
+trap 'stop_stack; rm -rf "$work"' EXIT
+start_stack "$work/logs"
+fail() { deploy_log "FAIL: $*"; tail -n 20 "$work"/logs/*.log >&2; exit 1; }
+
+bench() {
+  "$SPECSERVE_BIN/specserve" serve-bench --coordinator "$COORD_ADDR" \
+    --target-model "$DEPLOY_ROOT/models/code-target-7m.gguf" --draft-model "$DEPLOY_ROOT/models/code-draft-1m.gguf" \
+    --prompts "$DEPLOY_ROOT/bench/prompts.jsonl" --limit 4 --max-tokens 24 --temperatures 0 --k 4 \
+    --duration 3 "$@"
+}
+bench --concurrency 1,3 --json "$work/closed.json" >"$work/closed.txt" || fail "closed loop"
+bench --concurrency 2 --request-rate 4 --json "$work/open.json" >"$work/open.txt" || fail "open loop"
+cat "$work/closed.txt" "$work/open.txt" >&2
+
+"$PYTHON" - "$work" "$TARGET_METRICS_PORT" "$DRAFT_METRICS_PORT" <<'PY' || fail "load rows"
+import json, sys, time, urllib.request
+from prometheus_client.parser import text_string_to_metric_families
+work, ports = sys.argv[1], sys.argv[2:]
+closed = json.load(open(work + "/closed.json"))
+open_ = json.load(open(work + "/open.json"))
+assert [(r["concurrency"], r["drafter"]) for r in closed] == [(1, "none"), (1, "model"), (3, "none"), (3, "model")], closed
+assert [(r["concurrency"], r["drafter"], r["request_rate"]) for r in open_] == [(2, "none", 4), (2, "model", 4)], open_
+for r in closed + open_:
+    assert r["where"] == "services", r
+    assert r["errors"] == 0 and r["requests"] > 0, r
+    assert r["throughput_tokens_per_s"] > 0 and r["tokens"] > 0, r
+    assert 0 <= r["goodput_tokens_per_s"] <= r["throughput_tokens_per_s"] + 1e-9, r
+    for m in ("ttft", "itl", "e2e"):
+        p50, p90, p99 = r[m + "_p50_ms"], r[m + "_p90_ms"], r[m + "_p99_ms"]
+        assert 0 < p50 <= p90 <= p99, (m, r)
+    assert r["e2e_p50_ms"] >= r["ttft_p50_ms"], r
+    if r["drafter"] == "model":
+        assert 0 < r["acceptance_rate"] <= 1 and r["tokens_per_pass"] > 1, r
+    else:
+        assert r["acceptance_rate"] == 0 and abs(r["tokens_per_pass"] - 1) < 1e-9, r
+# Three clients keep the target busier than one: more tokens per second.
+assert closed[2]["throughput_tokens_per_s"] > closed[0]["throughput_tokens_per_s"], closed
+# Every session the load opened is closed again on both services.
+def open_sessions(port):
+    text = urllib.request.urlopen("http://127.0.0.1:%s/metrics" % port, timeout=5).read().decode()
+    return sum(s.value for f in text_string_to_metric_families(text) for s in f.samples
+               if s.name == "specserve_active_sessions")
+for port in ports:
+    for _ in range(50):
+        if open_sessions(port) == 0: break
+        time.sleep(0.1)
+    assert open_sessions(port) == 0, ("sessions left open on metrics port", port)
+print("load rows:", [(r["concurrency"], r["drafter"], round(r["throughput_tokens_per_s"])) for r in closed + open_])
+PY
+deploy_log "PASS"

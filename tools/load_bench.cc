@@ -1,0 +1,238 @@
+#include "tools/load_bench.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstdio>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "tools/coordinator_client.h"
+
+namespace specserve::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+
+// One request's view from the client.
+struct Sample {
+  bool ok = false;
+  std::string error;
+  double ttft_ms = 0, e2e_ms = 0;
+  std::vector<double> itl_ms;  // one entry per token after the first delta
+  int64_t tokens = 0, rounds = 0, drafted = 0, accepted = 0;
+};
+
+v1::GenerateRequest MakeRequest(const std::vector<TokenId>& prompt, const LoadConfig& c, int64_t seed) {
+  v1::GenerateRequest req;
+  req.mutable_token_ids()->mutable_ids()->Add(prompt.begin(), prompt.end());
+  req.set_max_tokens(c.max_tokens);
+  req.set_temperature(c.temperature);
+  req.set_seed(static_cast<uint64_t>(seed));
+  req.set_drafter(c.drafter);
+  if (c.drafter != v1::DRAFTER_NONE && c.k < 0) {
+    req.set_adaptive_k(true);
+  } else {
+    req.set_k(c.drafter == v1::DRAFTER_NONE ? 0 : c.k);
+  }
+  return req;
+}
+
+Sample SendOne(v1::Generation::Stub& stub, const v1::GenerateRequest& req, Clock::time_point arrival) {
+  Sample s;
+  Clock::time_point last = arrival;
+  bool first = true;
+  absl::StatusOr<Streamed> r = GenerateStreaming(stub, req, 600, [&](const v1::Delta& d) {
+    const int n = d.token_ids_size();
+    if (n == 0) return;
+    const Clock::time_point now = Clock::now();
+    if (first) {
+      s.ttft_ms = Ms(now - arrival);
+      first = false;
+    } else {
+      const double each = Ms(now - last) / n;
+      for (int i = 0; i < n; ++i) s.itl_ms.push_back(each);
+    }
+    last = now;
+  });
+  s.e2e_ms = Ms(Clock::now() - arrival);
+  if (!r.ok()) {
+    s.error = r.status().ToString();
+    return s;
+  }
+  const v1::GenerationStats& st = r->final.stats();
+  s.ok = true;
+  s.tokens = st.tokens();
+  s.rounds = st.rounds();
+  s.drafted = st.drafted();
+  s.accepted = st.accepted();
+  return s;
+}
+
+}  // namespace
+
+Percentiles ComputePercentiles(std::vector<double>& v) {
+  Percentiles p;
+  if (v.empty()) return p;
+  std::sort(v.begin(), v.end());
+  auto rank = [&](double q) {
+    const size_t i = static_cast<size_t>(std::ceil(q * static_cast<double>(v.size())));
+    return v[std::min(v.size() - 1, i == 0 ? 0 : i - 1)];
+  };
+  p.p50 = rank(0.50);
+  p.p90 = rank(0.90);
+  p.p99 = rank(0.99);
+  return p;
+}
+
+absl::StatusOr<LoadResult> RunLoad(v1::Generation::Stub& stub, const std::vector<std::vector<TokenId>>& prompts,
+                                   const LoadConfig& config) {
+  if (prompts.empty()) return absl::InvalidArgumentError("serve-bench: no prompts");
+  if (config.concurrency < 1) return absl::InvalidArgumentError("serve-bench: --concurrency must be >= 1");
+  // Open loop: the arrival times, fixed in advance (seeded), so that runs
+  // with and without speculation see the same schedule.
+  std::vector<double> arrivals_s;
+  if (config.request_rate > 0) {
+    std::mt19937_64 rng(1);
+    std::exponential_distribution<double> gap(config.request_rate);
+    for (double t = 0; t < config.duration_s; t += gap(rng)) arrivals_s.push_back(t);
+  }
+  const Clock::time_point start = Clock::now();
+  const auto duration = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(config.duration_s));
+  std::atomic<int64_t> next{0};
+  std::mutex mu;
+  std::vector<Sample> samples;
+  std::atomic<int64_t> done_tokens{0}, done_requests{0};
+  Clock::time_point last_end = start;
+
+  auto worker = [&] {
+    for (;;) {
+      const int64_t i = next.fetch_add(1);
+      Clock::time_point arrival;
+      if (config.request_rate > 0) {
+        if (i >= static_cast<int64_t>(arrivals_s.size())) return;
+        arrival = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(arrivals_s[i]));
+        std::this_thread::sleep_until(arrival);
+      } else {
+        arrival = Clock::now();
+        if (arrival - start >= duration) return;
+      }
+      Sample s = SendOne(stub, MakeRequest(prompts[i % prompts.size()], config, i), arrival);
+      done_tokens += s.tokens;
+      ++done_requests;
+      std::lock_guard<std::mutex> lock(mu);
+      last_end = std::max(last_end, Clock::now());
+      samples.push_back(std::move(s));
+    }
+  };
+
+  std::mutex progress_mu;
+  std::condition_variable progress_cv;
+  bool finished = false;
+  std::thread progress([&] {
+    if (!config.progress) return;
+    std::unique_lock<std::mutex> lock(progress_mu);
+    while (!progress_cv.wait_for(lock, std::chrono::seconds(5), [&] { return finished; })) {
+      const double t = std::chrono::duration<double>(Clock::now() - start).count();
+      std::fprintf(stderr, "  concurrency %d: %5.0f s, %lld requests done, %lld tokens, %.1f tokens/s\n",
+                   config.concurrency, t, static_cast<long long>(done_requests.load()),
+                   static_cast<long long>(done_tokens.load()), done_tokens.load() / std::max(1e-9, t));
+    }
+  });
+  std::vector<std::thread> clients;
+  for (int c = 0; c < config.concurrency; ++c) clients.emplace_back(worker);
+  for (auto& t : clients) t.join();
+  {
+    std::lock_guard<std::mutex> lock(progress_mu);
+    finished = true;
+  }
+  progress_cv.notify_all();
+  progress.join();
+
+  LoadResult r;
+  r.config = config;
+  r.wall_s = std::chrono::duration<double>(last_end - start).count();
+  std::vector<double> ttft, itl, e2e;
+  for (Sample& s : samples) {
+    ++r.requests;
+    if (!s.ok) {
+      ++r.errors;
+      if (r.first_error.empty()) r.first_error = s.error;
+      continue;
+    }
+    r.tokens += s.tokens;
+    r.rounds += s.rounds;
+    r.drafted += s.drafted;
+    r.accepted += s.accepted;
+    ttft.push_back(s.ttft_ms);
+    e2e.push_back(s.e2e_ms);
+    std::vector<double> own = s.itl_ms;
+    const Percentiles mine = ComputePercentiles(own);
+    if (s.ttft_ms <= config.slo_ttft_ms && mine.p99 <= config.slo_itl_ms) r.good_tokens += s.tokens;
+    itl.insert(itl.end(), s.itl_ms.begin(), s.itl_ms.end());
+  }
+  if (r.requests == 0) return absl::DeadlineExceededError("serve-bench: no request started within --duration");
+  if (r.errors == r.requests) {
+    return absl::UnavailableError("serve-bench: every request failed; the first: " + r.first_error);
+  }
+  r.ttft_ms = ComputePercentiles(ttft);
+  r.itl_ms = ComputePercentiles(itl);
+  r.e2e_ms = ComputePercentiles(e2e);
+  return r;
+}
+
+namespace {
+
+std::string DrafterLabel(const LoadConfig& c) {
+  if (c.drafter == v1::DRAFTER_NONE) return "none";
+  const std::string name = c.drafter == v1::DRAFTER_NGRAM ? "ngram" : "model";
+  return name + (c.k < 0 ? "/ad" : "/" + std::to_string(c.k));
+}
+
+}  // namespace
+
+void PrintLoadHeader() {
+  std::printf("%4s %4s %-9s %5s %4s %9s %9s %15s %15s %17s %7s %8s\n", "conc", "T", "drafter", "req", "err",
+              "tok/s", "goodput", "TTFT p50/p99 ms", "ITL p50/p99 ms", "E2E p50/p99 ms", "accept", "tok/pass");
+}
+
+void PrintLoadRow(const LoadResult& r) {
+  std::printf("%4d %4.1f %-9s %5lld %4lld %9.1f %9.1f %7.0f/%-7.0f %7.1f/%-7.1f %8.0f/%-8.0f %7.3f %8.2f\n",
+              r.config.concurrency, r.config.temperature, DrafterLabel(r.config).c_str(),
+              static_cast<long long>(r.requests), static_cast<long long>(r.errors), r.throughput(), r.goodput(),
+              r.ttft_ms.p50, r.ttft_ms.p99, r.itl_ms.p50, r.itl_ms.p99, r.e2e_ms.p50, r.e2e_ms.p99, r.acceptance(),
+              r.tokens_per_pass());
+}
+
+nlohmann::json LoadRowJson(const LoadResult& r) {
+  nlohmann::json j = {{"concurrency", r.config.concurrency},
+                      {"request_rate", r.config.request_rate},
+                      {"drafter", r.config.drafter == v1::DRAFTER_NONE ? "none"
+                                  : r.config.drafter == v1::DRAFTER_NGRAM ? "ngram" : "model"},
+                      {"k", r.config.k < 0 ? nlohmann::json("adaptive") : nlohmann::json(r.config.k)},
+                      {"where", "services"},
+                      {"temperature", r.config.temperature},
+                      {"requests", r.requests},
+                      {"errors", r.errors},
+                      {"tokens", r.tokens},
+                      {"wall_seconds", r.wall_s},
+                      {"throughput_tokens_per_s", r.throughput()},
+                      {"goodput_tokens_per_s", r.goodput()},
+                      {"acceptance_rate", r.acceptance()},
+                      {"tokens_per_pass", r.tokens_per_pass()}};
+  for (const auto& [name, p] : {std::pair<const char*, const Percentiles*>{"ttft", &r.ttft_ms},
+                                {"itl", &r.itl_ms}, {"e2e", &r.e2e_ms}}) {
+    j[std::string(name) + "_p50_ms"] = p->p50;
+    j[std::string(name) + "_p90_ms"] = p->p90;
+    j[std::string(name) + "_p99_ms"] = p->p99;
+  }
+  if (!r.first_error.empty()) j["first_error"] = r.first_error;
+  return j;
+}
+
+}  // namespace specserve::cli

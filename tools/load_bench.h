@@ -1,0 +1,78 @@
+// The load generator of `specserve serve-bench --concurrency ...`: many
+// clients at once against a running coordinator, closed loop (each client
+// sends its next request when the last one ends) or open loop (Poisson
+// arrivals at --request-rate, at most --concurrency in flight), and the
+// latency percentiles operators compare servers by.
+//
+// Definitions (per request, from the client's side):
+//   TTFT  time from the request's arrival (its scheduled time in open loop)
+//         to the first streamed token;
+//   ITL   inter-token latency: the gap between two streamed deltas, shared
+//         evenly by the tokens the later one carries (a speculative round
+//         delivers several tokens at once);
+//   E2E   arrival to the final message.
+// Throughput counts every generated token over the run's wall time; goodput
+// only the tokens of requests that met both SLOs (--slo-ttft-ms, --slo-itl-ms
+// on their p99 ITL).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/status/statusor.h"
+#include "common/tokenizer.h"
+#include "specserve/v1/generation.grpc.pb.h"
+
+namespace specserve::cli {
+
+struct LoadConfig {
+  int concurrency = 1;
+  double request_rate = 0;   // requests/s, Poisson; 0: closed loop
+  double duration_s = 30;    // no request starts after this
+  int32_t max_tokens = 64;
+  float temperature = 0;
+  v1::Drafter drafter = v1::DRAFTER_NONE;
+  int32_t k = 0;             // -1: adaptive (with a drafter)
+  double slo_ttft_ms = 2000;
+  double slo_itl_ms = 200;
+  bool progress = true;      // a line on stderr every few seconds
+};
+
+struct Percentiles {
+  double p50 = 0, p90 = 0, p99 = 0;
+};
+
+struct LoadResult {
+  LoadConfig config;
+  int64_t requests = 0, errors = 0, tokens = 0, good_tokens = 0;
+  int64_t rounds = 0, drafted = 0, accepted = 0;
+  double wall_s = 0;
+  Percentiles ttft_ms, itl_ms, e2e_ms;
+  std::string first_error;
+
+  double throughput() const { return wall_s > 0 ? tokens / wall_s : 0; }
+  double goodput() const { return wall_s > 0 ? good_tokens / wall_s : 0; }
+  double acceptance() const { return drafted ? static_cast<double>(accepted) / drafted : 0; }
+  double tokens_per_pass() const { return rounds ? static_cast<double>(tokens) / rounds : 0; }
+};
+
+// Nearest-rank percentiles of `v` (sorted in place); zeros when empty.
+Percentiles ComputePercentiles(std::vector<double>& v);
+
+// Runs the load: prompts are taken in turn (request i gets prompt i mod n and
+// seed i). Fails only when the coordinator cannot be reached at all; failed
+// requests are counted in `errors`.
+absl::StatusOr<LoadResult> RunLoad(v1::Generation::Stub& stub, const std::vector<std::vector<TokenId>>& prompts,
+                                   const LoadConfig& config);
+
+// The table's header and one row per result; the row as a JSON object with
+// concurrency, drafter ("none" for plain decoding), where ("services"),
+// throughput_tokens_per_s and the *_p50_ms / *_p90_ms / *_p99_ms fields.
+void PrintLoadHeader();
+void PrintLoadRow(const LoadResult& r);
+nlohmann::json LoadRowJson(const LoadResult& r);
+
+}  // namespace specserve::cli
