@@ -1,14 +1,20 @@
 // specserve-coordinator: the public Generation API. Runs each request's
 // speculative round loop against specserve-target (required) and
 // specserve-draft (optional; the n-gram drafter stands in when it is absent
-// or fails), with health, reflection and /metrics.
+// or fails), with health, reflection and /metrics; with --http-listen also
+// the OpenAI-compatible HTTP API (coordinator/http_server.h).
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 #include <string>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
 #include "common/cli_args.h"
 #include "common/status_macros.h"
 #include "coordinator/coordinator_metrics.h"
 #include "coordinator/generation_service.h"
+#include "coordinator/http_server.h"
 #include "coordinator/upstreams.h"
 #include "rpc/metrics_server.h"
 #include "rpc/grpc_server.h"
@@ -21,7 +27,33 @@ namespace {
 struct Flags : rpc::ServerFlags {
   Upstreams::Options upstreams;
   CoordinatorOptions coordinator;
+  HttpOptions http;  // http.listen empty: no HTTP API
 };
+
+absl::StatusOr<std::string> ReadTextFile(const std::string& flag, const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::InvalidArgumentError(absl::StrCat("--", flag, " ", path, ": cannot read"));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+absl::Status ReadHttpFlags(const CliArgs& a, Flags* f) {
+  f->http.listen = a.Str("http-listen");
+  if (const std::string path = a.Str("api-key-file"); !path.empty()) {
+    ASSIGN_OR_RETURN(std::string key, ReadTextFile("api-key-file", path));
+    f->http.api_key = std::string(absl::StripAsciiWhitespace(key));
+    if (f->http.api_key.empty()) return absl::InvalidArgumentError("--api-key-file " + path + " is empty");
+  }
+  if (const std::string path = a.Str("chat-template"); !path.empty()) {
+    ASSIGN_OR_RETURN(f->http.chat_template, ReadTextFile("chat-template", path));
+  }
+  // Each connection has a thread; leave room for idle keep-alive ones.
+  f->http.threads = f->max_sessions + 32;
+  // Prompts of --max-prompt-bytes, JSON-escaped.
+  f->http.max_body_bytes = static_cast<size_t>(f->coordinator.max_prompt_bytes) * 6 + (64 << 10);
+  return absl::OkStatus();
+}
 
 absl::StatusOr<Flags> ReadFlags(const CliArgs& a) {
   Flags f;
@@ -57,6 +89,7 @@ absl::StatusOr<Flags> ReadFlags(const CliArgs& a) {
   if (f.upstreams.lb_policy != "round_robin" && f.upstreams.lb_policy != "pick_first") {
     return absl::InvalidArgumentError("--lb-policy must be round_robin or pick_first");
   }
+  RETURN_IF_ERROR(ReadHttpFlags(a, &f));
   return f;
 }
 
@@ -86,6 +119,10 @@ int Main(int argc, char** argv) {
   args.Flag("lb-policy", "round_robin",
             "how sessions spread over the addresses --target and --draft resolve to (dns:///NAME:PORT of a "
             "headless Service): round_robin or pick_first");
+  args.Flag("http-listen", "", "HOST:PORT for the OpenAI-compatible HTTP API (docs/http_api.md); empty: none");
+  args.Flag("api-key-file", "", "a file holding the key HTTP clients must send (Authorization: Bearer KEY); empty: none");
+  args.Flag("chat-template", "",
+            "a Jinja chat template file for /v1/chat/completions; empty: the target model's, else ChatML");
   rpc::DeclareTlsFlags(args, rpc::TlsRole::kClient);
   if (int rc = rpc::ParseServiceArgs(args, argc, argv, "specserve-coordinator"); rc >= 0) return rc;
   absl::StatusOr<Flags> flags = ReadFlags(args);
@@ -98,6 +135,13 @@ int Main(int argc, char** argv) {
   // Health says NOT_SERVING until the target has answered.
   auto server = rpc::GrpcServer::Start(flags->server, {&service});
   if (!server.ok()) return Fail(server.status());
+  // The HTTP API answers 503 until then too.
+  std::unique_ptr<HttpServer> http;
+  if (!flags->http.listen.empty()) {
+    absl::StatusOr<std::unique_ptr<HttpServer>> h = HttpServer::Start(flags->http, &service);
+    if (!h.ok()) return Fail(h.status());
+    http = std::move(*h);
+  }
   // Health follows the target from here on; SIGTERM ends the wait for it.
   flags->upstreams.on_target_health = [&server](bool serving) { (*server)->SetServing(serving); };
   flags->upstreams.should_stop = [] { return rpc::GrpcServer::TakePendingSignal() != 0; };
@@ -110,14 +154,19 @@ int Main(int argc, char** argv) {
   service.Attach(upstreams->get());
   (*server)->SetServing(true);
   std::fprintf(stderr,
-               "specserve-coordinator: target %s (%s), draft %s%s, listening on port %d, metrics port %d\n",
+               "specserve-coordinator: target %s (%s), draft %s%s, listening on port %d, metrics port %d%s\n",
                flags->upstreams.target.c_str(), (*upstreams)->target_info().name().c_str(),
                flags->upstreams.draft.empty() ? "none" : flags->upstreams.draft.c_str(),
-               flags->upstreams.tls.enabled() ? " (mutual TLS)" : "", (*server)->port(), (*metrics)->port());
+               flags->upstreams.tls.enabled() ? " (mutual TLS)" : "", (*server)->port(), (*metrics)->port(),
+               http ? absl::StrCat(", HTTP port ", http->port(), flags->http.api_key.empty() ? "" : " (API key)").c_str()
+                    : "");
 
   const int sig = rpc::GrpcServer::WaitForSignal();
   std::fprintf(stderr, "specserve-coordinator: signal %d, draining\n", sig);
   (*server)->Drain([&] { service.StartDraining(); }, [&] { return service.active(); });
+  // HTTP requests count in service.active(): those still running after the
+  // drain are cancelled here.
+  if (http) http->Stop();
   service.WaitIdle();
   return 0;
 }

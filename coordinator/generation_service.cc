@@ -142,11 +142,15 @@ grpc::Status GenerationService::Admit() {
   return grpc::Status::OK;
 }
 
+void GenerationService::Release() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (--active_ == 0) idle_.notify_all();
+}
+
 void GenerationService::Spawn(std::function<void()> work) {
   std::thread([this, work = std::move(work)] {
     work();
-    std::lock_guard<std::mutex> lock(mu_);
-    if (--active_ == 0) idle_.notify_all();
+    Release();
   }).detach();
 }
 

@@ -36,12 +36,15 @@ class GenerationService final : public v1::Generation::CallbackService {
                                          v1::GetModelInfoResponse* resp) override;
 
   void StartDraining() { draining_.store(true); }
+  bool draining() const { return draining_.load(); }
   int active() const;
   void WaitIdle();
 
   // For the calls' reactors (generation_service.cc).
   // Takes a request slot: RESOURCE_EXHAUSTED at the limit, UNAVAILABLE while draining.
   grpc::Status Admit();
+  // Gives back a slot Admit took for work that will not be spawned.
+  void Release();
   // Runs the request on a new thread, then frees its slot.
   void Spawn(std::function<void()> work);
   void CountRequest(const grpc::Status& s);

@@ -66,6 +66,16 @@ absl::StatusOr<Plan> PlanRequest(const v1::GenerateRequest& req, const Coordinat
     }
     plan.stops.push_back(s);
   }
+  if (req.stop_token_ids_size() > opts.max_stop_token_ids) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(req.stop_token_ids_size(), " stop token ids (at most ", opts.max_stop_token_ids, ")"));
+  }
+  for (int32_t id : req.stop_token_ids()) {
+    if (id < 0 || id >= config.vocab) {
+      return absl::InvalidArgumentError(absl::StrCat("stop token id ", id, " not in [0, ", config.vocab, ")"));
+    }
+    plan.stop_token_ids.push_back(id);
+  }
   if (!v1::Drafter_IsValid(req.drafter())) return absl::InvalidArgumentError("unknown drafter");
   plan.drafter = req.drafter();
   if (plan.drafter == v1::DRAFTER_UNSPECIFIED) plan.drafter = draft_configured ? v1::DRAFTER_MODEL : v1::DRAFTER_NGRAM;

@@ -22,6 +22,7 @@ struct CoordinatorOptions {
   int default_max_tokens = 128;
   int max_stop_strings = 16;
   int max_stop_bytes = 256;   // per stop string
+  int max_stop_token_ids = 16;
   // A draft call slower than this counts as a draft failure (0: no limit).
   std::chrono::milliseconds draft_timeout{2000};
   // Draft service: draft the next block while the target verifies (docs/round_protocol.md).
@@ -40,6 +41,8 @@ struct Plan {
   // Resolved: MODEL (the draft service), NGRAM or NONE; never UNSPECIFIED.
   v1::Drafter drafter = v1::DRAFTER_NONE;
   std::vector<std::string> stops;
+  // The request's stop_token_ids (the end-of-sequence token is added by the runner).
+  std::vector<TokenId> stop_token_ids;
 };
 
 // `draft_configured`: the coordinator has a draft service (an unspecified

@@ -64,7 +64,8 @@ class GenerationRun {
     // The draft and target services run on their own machines: nothing stops
     // the draft from working during the verify (the n-gram drafter gains nothing).
     loop.overlap = opts_.overlap && drafter && drafter->kind() == v1::DRAFTER_MODEL;
-    loop.stop_tokens = {up_.tokenizer().eos()};
+    loop.stop_tokens = plan_.stop_token_ids;
+    loop.stop_tokens.push_back(up_.tokenizer().eos());
     loop.on_tokens = [this](absl::Span<const TokenId> ids) {
       TextStream::Release rel = text_.Push(ids);
       stopped_by_string_ = rel.stopped;
@@ -118,6 +119,7 @@ class GenerationRun {
     final.set_finish_reason(stopped_by_string_ ? "stop" : ls.finish_reason);
     v1::GenerationStats& stats = *final.mutable_stats();
     stats.set_tokens(tokens_);
+    stats.set_prompt_tokens(static_cast<int64_t>(plan_.spec.prompt.size()));
     stats.set_time_to_first_token_seconds(ttft_);
     stats.set_rounds(ls.rounds);
     stats.set_drafted(ls.drafted);

@@ -27,6 +27,13 @@ absl::StatusOr<std::unique_ptr<ModelHost>> ModelHost::Load(const ServiceFlags& f
   } else {
     info.mutable_tokenizer()->set_model(h->model->file->GetString("tokenizer.ggml.model").value_or("unknown"));
   }
+  // What a coordinator needs to render chat requests (coordinator/chat_prompt.h).
+  const GgufFile& f = *h->model->file;
+  info.set_chat_template(f.GetString("tokenizer.chat_template").value_or(""));
+  for (const char* key : {"tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"}) {
+    absl::StatusOr<int64_t> id = f.GetInt(key);
+    if (id.ok() && *id >= 0 && *id < c.vocab) info.add_end_of_turn_ids(static_cast<int32_t>(*id));
+  }
   return h;
 }
 

@@ -4,13 +4,18 @@ set -euo pipefail
 pkgs=(build-essential cmake ninja-build ccache pkg-config git
       libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
       libabsl-dev prometheus-cpp-dev libgtest-dev libgmock-dev libbenchmark-dev
-      nlohmann-json3-dev libicu-dev python3 python3-grpcio python3-protobuf python3-yaml yamllint curl
+      nlohmann-json3-dev libcpp-httplib-dev libicu-dev python3 python3-grpcio python3-protobuf python3-yaml yamllint curl
       prometheus python3-prometheus-client python3-jinja2
       clang-14 libclang-rt-14-dev)
 # The deploy checks render the manifests with `kubectl kustomize`: Debian's
 # kubectl (kubernetes-client) unless a kubectl is already installed (another
 # package's /usr/bin/kubectl would conflict with it).
 command -v kubectl >/dev/null 2>&1 || pkgs+=(kubernetes-client)
+# The HTTP API's end-to-end test drives it with the openai npm package:
+# Debian's nodejs and npm unless a node is already installed (another
+# vendor's nodejs package bundles npm and conflicts with Debian's).
+command -v node >/dev/null 2>&1 || pkgs+=(nodejs)
+command -v npm >/dev/null 2>&1 || pkgs+=(npm)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -20,4 +25,11 @@ if ((${#missing[@]})); then
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
   $SUDO apt-get update -q
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+# The openai client at the version tests/http/package-lock.json pins, in
+# tests/http/node_modules (git-ignored).
+http_tests=$(cd "$(dirname "$0")/../tests/http" && pwd)
+if [ ! -f "$http_tests/node_modules/openai/package.json" ]; then
+  echo "setup: installing the openai npm package in tests/http"
+  (cd "$http_tests" && npm ci --no-audit --no-fund --loglevel=error)
 fi

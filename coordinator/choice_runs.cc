@@ -1,0 +1,69 @@
+#include "coordinator/choice_runs.h"
+
+#include "rpc/status_convert.h"
+
+namespace specserve {
+
+void ChoiceRuns::Shared::Push(ChoiceEvent ev) {
+  std::lock_guard<std::mutex> lock(mu);
+  events.push_back(std::move(ev));
+  cv.notify_all();
+}
+
+absl::StatusOr<std::shared_ptr<ChoiceRuns>> ChoiceRuns::Start(GenerationService* svc,
+                                                              std::vector<v1::GenerateRequest> requests) {
+  const auto arrived = std::chrono::steady_clock::now();
+  const int n = static_cast<int>(requests.size());
+  for (int i = 0; i < n; ++i) {
+    if (grpc::Status s = svc->Admit(); !s.ok()) {
+      for (int j = 0; j < i; ++j) svc->Release();
+      svc->CountRequest(s);
+      return rpc::FromGrpc(s);
+    }
+  }
+  auto runs = std::shared_ptr<ChoiceRuns>(new ChoiceRuns());
+  std::shared_ptr<Shared> shared = runs->shared_;
+  runs->left_ = n;
+  for (int i = 0; i < n; ++i) shared->cancels.push_back(std::make_shared<CancelGroup>());
+  for (int i = 0; i < n; ++i) {
+    svc->Spawn([svc, shared, i, req = std::move(requests[i]), arrived] {
+      RequestContext rc = svc->Context(shared->cancels[i].get(), std::chrono::system_clock::time_point::max(), arrived);
+      rc.on_delta = [&shared, i](v1::Delta d) {
+        ChoiceEvent ev;
+        ev.index = i;
+        ev.delta = std::move(d);
+        shared->Push(std::move(ev));
+        return !shared->cancels[i]->cancelled();
+      };
+      absl::StatusOr<v1::Final> final = RunGeneration(req, svc->options(), rc);
+      svc->CountRequest(rpc::ToGrpc(final.status()));
+      ChoiceEvent ev;
+      ev.index = i;
+      if (final.ok()) {
+        ev.kind = ChoiceEvent::Kind::kFinal;
+        ev.final = std::move(*final);
+      } else {
+        ev.kind = ChoiceEvent::Kind::kError;
+        ev.error = final.status();
+      }
+      shared->Push(std::move(ev));
+    });
+  }
+  return runs;
+}
+
+ChoiceRuns::Next ChoiceRuns::Wait(ChoiceEvent* ev, std::chrono::milliseconds timeout) {
+  if (left_ == 0) return Next::kEnd;
+  std::unique_lock<std::mutex> lock(shared_->mu);
+  if (!shared_->cv.wait_for(lock, timeout, [&] { return !shared_->events.empty(); })) return Next::kTimeout;
+  *ev = std::move(shared_->events.front());
+  shared_->events.pop_front();
+  if (ev->kind != ChoiceEvent::Kind::kDelta) --left_;
+  return Next::kEvent;
+}
+
+void ChoiceRuns::Cancel() {
+  for (const auto& c : shared_->cancels) c->Cancel();
+}
+
+}  // namespace specserve

@@ -1,0 +1,58 @@
+// The n choices of one HTTP request, each run as a gRPC request is
+// (GenerationService::Admit, Spawn, Context, RunGeneration on its own worker
+// thread), their events merged into one queue the HTTP handler thread reads.
+// Admission is all or nothing: if any choice finds the coordinator full, none
+// starts. Cancel (or the last reference going away) cancels every choice's
+// CancelGroup, which ends both service sessions of each.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "coordinator/generation_service.h"
+#include "coordinator/remote_engines.h"
+#include "specserve/v1/generation.pb.h"
+
+namespace specserve {
+
+struct ChoiceEvent {
+  enum class Kind { kDelta, kFinal, kError };
+  int index = 0;
+  Kind kind = Kind::kDelta;
+  v1::Delta delta;      // kDelta
+  v1::Final final;      // kFinal
+  absl::Status error;   // kError: how the choice failed
+};
+
+class ChoiceRuns {
+ public:
+  // RESOURCE_EXHAUSTED / UNAVAILABLE from admission, with nothing started.
+  static absl::StatusOr<std::shared_ptr<ChoiceRuns>> Start(GenerationService* svc,
+                                                           std::vector<v1::GenerateRequest> requests);
+  ~ChoiceRuns() { Cancel(); }
+
+  enum class Next { kEvent, kTimeout, kEnd };
+  // The next event in arrival order; kEnd once every choice's final or error
+  // has been taken.
+  Next Wait(ChoiceEvent* ev, std::chrono::milliseconds timeout);
+  void Cancel();
+
+ private:
+  // What the workers share; it outlives this object until they return.
+  struct Shared {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::deque<ChoiceEvent> events;
+    std::vector<std::shared_ptr<CancelGroup>> cancels;
+    void Push(ChoiceEvent ev);
+  };
+  std::shared_ptr<Shared> shared_ = std::make_shared<Shared>();
+  int left_ = 0;  // choices whose last event has not been taken
+};
+
+}  // namespace specserve

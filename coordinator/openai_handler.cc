@@ -1,0 +1,256 @@
+#include "coordinator/openai_handler.h"
+
+#include <cstdio>
+#include <ctime>
+
+#include "absl/random/random.h"
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "coordinator/openai_error.h"
+#include "coordinator/openai_response.h"
+#include "coordinator/request_plan.h"
+
+namespace specserve {
+namespace {
+
+using json = nlohmann::json;
+using openai::ChoiceResult;
+using SteadyClock = std::chrono::steady_clock;
+
+uint64_t DrawSeed() {
+  thread_local absl::BitGen gen;
+  return absl::Uniform<uint64_t>(gen);
+}
+
+std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+void SetError(httplib::Response& res, const absl::Status& s) {
+  res.status = openai::HttpStatus(s);
+  res.set_content(Dump(openai::ErrorBody(s)), "application/json");
+}
+
+// The request's log line.
+void Log(const std::string& request_id, const std::string& path, int status, int n,
+         const std::vector<ChoiceResult>& results, SteadyClock::time_point t0, const std::string& note) {
+  const json usage = openai::Usage(results);
+  std::fprintf(stderr,
+               "specserve-coordinator: http request_id=%s %s %d n=%d prompt_tokens=%lld completion_tokens=%lld "
+               "%.3fs%s%s\n",
+               request_id.c_str(), path.c_str(), status, n, usage["prompt_tokens"].get<long long>(),
+               usage["completion_tokens"].get<long long>(),
+               std::chrono::duration<double>(SteadyClock::now() - t0).count(), note.empty() ? "" : ": ",
+               note.c_str());
+}
+
+// Folds one choice's event into its result. Returns the error of a failed choice.
+absl::Status Apply(const ChoiceEvent& ev, std::vector<ChoiceResult>& results) {
+  ChoiceResult& r = results[ev.index];
+  switch (ev.kind) {
+    case ChoiceEvent::Kind::kDelta:
+      r.text += ev.delta.text();
+      // Counted as they come, for a request that never gets its final.
+      r.stats.set_tokens(r.stats.tokens() + ev.delta.token_ids_size());
+      break;
+    case ChoiceEvent::Kind::kFinal:
+      r.finish_reason = ev.final.finish_reason();
+      r.stats = ev.final.stats();
+      break;
+    case ChoiceEvent::Kind::kError: return ev.error;
+  }
+  return absl::OkStatus();
+}
+
+// One streamed response, shared by the content provider and its releaser.
+struct Stream {
+  std::shared_ptr<ChoiceRuns> runs;
+  openai::ResponseHead head;
+  bool include_usage = false;
+  int n = 1;
+  std::vector<ChoiceResult> results;
+  std::string request_id, path;
+  SteadyClock::time_point t0;
+  std::string note;
+
+  // Writes the whole stream; false when the client is gone.
+  bool Run(httplib::DataSink& sink) {
+    auto write = [&](const std::string& s) { return sink.write(s.data(), s.size()); };
+    if (head.endpoint == openai::Endpoint::kChat) {
+      for (int i = 0; i < n; ++i) {
+        if (!write(openai::SseData(openai::RoleChunk(head, i)))) return false;
+      }
+    }
+    absl::Status failed;
+    ChoiceEvent ev;
+    auto quiet_since = SteadyClock::now();
+    for (;;) {
+      const ChoiceRuns::Next next = runs->Wait(&ev, std::chrono::milliseconds(250));
+      if (next == ChoiceRuns::Next::kEnd) break;
+      if (next == ChoiceRuns::Next::kTimeout) {
+        // An idle client that left is only seen by writing to it.
+        if (SteadyClock::now() - quiet_since >= std::chrono::seconds(1)) {
+          if (!write(": keep-alive\n\n")) return false;
+          quiet_since = SteadyClock::now();
+        }
+        continue;
+      }
+      quiet_since = SteadyClock::now();
+      if (absl::Status s = Apply(ev, results); !s.ok()) {
+        // The first failure ends the response; the other choices are cancelled.
+        if (failed.ok()) {
+          failed = s;
+          note = std::string(s.ToString());
+          runs->Cancel();
+          if (!write(openai::SseData(openai::ErrorBody(s)))) return false;
+        }
+        continue;
+      }
+      if (!failed.ok()) continue;
+      bool ok = true;
+      if (ev.kind == ChoiceEvent::Kind::kDelta && !ev.delta.text().empty()) {
+        ok = write(openai::SseData(openai::TextChunk(head, ev.index, ev.delta.text())));
+      } else if (ev.kind == ChoiceEvent::Kind::kFinal) {
+        ok = write(openai::SseData(openai::FinishChunk(head, ev.index, results[ev.index])));
+      }
+      if (!ok) return false;
+    }
+    if (failed.ok() && include_usage && !write(openai::SseData(openai::UsageChunk(head, results)))) return false;
+    if (!write(openai::kSseDone)) return false;
+    sink.done();
+    return true;
+  }
+};
+
+}  // namespace
+
+absl::StatusOr<const ChatPrompt*> OpenAiHandler::Chat(Upstreams& up) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (chat_) return chat_.get();
+  const v1::ModelInfo& info = up.target_info();
+  const std::vector<TokenId> end_of_turn(info.end_of_turn_ids().begin(), info.end_of_turn_ids().end());
+  std::string source = chat_template_.empty() ? info.chat_template() : chat_template_;
+  std::string origin = chat_template_.empty() ? "the target's chat template" : "--chat-template";
+  absl::StatusOr<std::unique_ptr<ChatPrompt>> made = ChatPrompt::Make(source, up.tokenizer(), end_of_turn);
+  if (!made.ok()) {
+    // The operator's own template must work; a model's broken one is replaced.
+    if (!chat_template_.empty()) return absl::InternalError(absl::StrCat("--chat-template: ", made.status().message()));
+    std::fprintf(stderr, "specserve-coordinator: the target's chat template is unusable (%s): using ChatML\n",
+                 made.status().ToString().c_str());
+    source.clear();
+    ASSIGN_OR_RETURN(made, ChatPrompt::Make(source, up.tokenizer(), end_of_turn));
+  }
+  chat_ = std::move(*made);
+  if (source.empty()) origin = "no usable chat template";
+  std::fprintf(stderr, "specserve-coordinator: chat requests render with %s (%s)\n", chat_->description().c_str(),
+               origin.c_str());
+  return chat_.get();
+}
+
+absl::Status OpenAiHandler::RenderChat(Upstreams& up, openai::Request* r) {
+  ASSIGN_OR_RETURN(const ChatPrompt* chat, Chat(up));
+  absl::StatusOr<ChatPrompt::Rendered> p = chat->Render(r->messages);
+  if (!p.ok()) return openai::InvalidParam("messages", p.status().message());
+  if (p->bytes > svc_->options().max_prompt_bytes) {
+    return openai::InvalidParam("messages", absl::StrCat("the rendered chat of ", p->bytes,
+                                                         " bytes is over the limit of ",
+                                                         svc_->options().max_prompt_bytes));
+  }
+  v1::GenerateRequest& g = r->generate;
+  g.mutable_token_ids()->mutable_ids()->Add(p->ids.begin(), p->ids.end());
+  g.mutable_stop_token_ids()->Add(p->stop_ids.begin(), p->stop_ids.end());
+  for (const std::string& s : p->stops) g.add_stop(s);
+  return absl::OkStatus();
+}
+
+void OpenAiHandler::Track(const std::shared_ptr<ChoiceRuns>& runs) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::erase_if(running_, [](const std::weak_ptr<ChoiceRuns>& w) { return w.expired(); });
+  running_.push_back(runs);
+}
+
+void OpenAiHandler::CancelAll() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const std::weak_ptr<ChoiceRuns>& w : running_) {
+    if (std::shared_ptr<ChoiceRuns> r = w.lock()) r->Cancel();
+  }
+}
+
+void OpenAiHandler::Handle(openai::Endpoint endpoint, const httplib::Request& req, httplib::Response& res,
+                           const std::string& request_id) {
+  const auto t0 = SteadyClock::now();
+  int n = 1;
+  auto fail = [&](const absl::Status& s) {
+    SetError(res, s);
+    Log(request_id, req.path, res.status, n, {}, t0, s.ToString());
+  };
+  absl::StatusOr<openai::Request> r = openai::ParseRequest(endpoint, req.body);
+  if (!r.ok()) return fail(r.status());
+  n = r->n;
+  Upstreams* up = svc_->upstreams();
+  if (up == nullptr) return fail(absl::UnavailableError("waiting for the target service"));
+  const std::string& model = up->target_info().name();
+  if (!r->model.empty() && r->model != model) {
+    return fail(openai::WithCode(
+        absl::NotFoundError(absl::StrCat("the model `", r->model, "` does not exist: this server has `", model, "`")),
+        "model_not_found"));
+  }
+  if (endpoint == openai::Endpoint::kChat) {
+    if (absl::Status s = RenderChat(*up, &*r); !s.ok()) return fail(s);
+  }
+  std::vector<v1::GenerateRequest> requests = openai::ChoiceRequests(*r, DrawSeed());
+  // The plan's checks (prompt, max_tokens against the context, stops) before
+  // a stream has started; the worker plans again.
+  if (absl::StatusOr<Plan> plan =
+          PlanRequest(requests[0], svc_->options(), up->tokenizer(), up->config(), up->draft_configured());
+      !plan.ok()) {
+    return fail(plan.status());
+  }
+  absl::StatusOr<std::shared_ptr<ChoiceRuns>> runs = ChoiceRuns::Start(svc_, std::move(requests));
+  if (!runs.ok()) return fail(runs.status());
+  Track(*runs);
+
+  openai::ResponseHead head;
+  head.endpoint = endpoint;
+  head.id = (endpoint == openai::Endpoint::kChat ? "chatcmpl-" : "cmpl-") + request_id;
+  head.created = static_cast<int64_t>(std::time(nullptr));
+  head.model = model;
+
+  if (r->stream) {
+    auto st = std::make_shared<Stream>();
+    st->runs = std::move(*runs);
+    st->head = std::move(head);
+    st->include_usage = r->include_usage;
+    st->n = n;
+    st->results.resize(n);
+    st->request_id = request_id;
+    st->path = req.path;
+    st->t0 = t0;
+    res.set_header("Cache-Control", "no-cache");
+    res.set_chunked_content_provider(
+        "text/event-stream", [st](size_t, httplib::DataSink& sink) { return st->Run(sink); },
+        [st](bool success) {
+          if (!success) {
+            st->runs->Cancel();
+            st->note = "client gone: cancelled";
+          }
+          Log(st->request_id, st->path, 200, st->n, st->results, st->t0, st->note);
+        });
+    return;
+  }
+  std::vector<ChoiceResult> results(n);
+  absl::Status failed;
+  ChoiceEvent ev;
+  for (;;) {
+    const ChoiceRuns::Next next = (*runs)->Wait(&ev, std::chrono::seconds(1));
+    if (next == ChoiceRuns::Next::kEnd) break;
+    if (next == ChoiceRuns::Next::kTimeout) continue;
+    if (absl::Status s = Apply(ev, results); !s.ok() && failed.ok()) {
+      failed = s;
+      (*runs)->Cancel();
+    }
+  }
+  if (!failed.ok()) return fail(failed);
+  res.set_content(Dump(openai::WholeResponse(head, results)), "application/json");
+  Log(request_id, req.path, res.status == -1 ? 200 : res.status, n, results, t0, "");
+}
+
+}  // namespace specserve

@@ -1,0 +1,52 @@
+// POST /v1/completions and POST /v1/chat/completions: the request parsed
+// (openai_request.h), chat messages rendered (chat_prompt.h), checked by the
+// request plan before anything starts (so a bad request gets its 400, even
+// when streamed), its n choices run on the gRPC request path
+// (choice_runs.h) and the results returned whole or as server-sent events
+// (openai_response.h). A client that disconnects mid-stream is seen at the
+// next write (a ": keep-alive" comment goes out after each second without
+// tokens) and cancels its choices, which closes their service sessions.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <httplib.h>
+
+#include "coordinator/chat_prompt.h"
+#include "coordinator/choice_runs.h"
+#include "coordinator/generation_service.h"
+#include "coordinator/openai_request.h"
+
+namespace specserve {
+
+class OpenAiHandler {
+ public:
+  // `chat_template`: --chat-template's text; empty: the target's, else ChatML.
+  OpenAiHandler(GenerationService* svc, std::string chat_template)
+      : svc_(svc), chat_template_(std::move(chat_template)) {}
+
+  // Fills `res`; a stream's body is written by a content provider after this
+  // returns. Logs one line for the request, naming `request_id`.
+  void Handle(openai::Endpoint endpoint, const httplib::Request& req, httplib::Response& res,
+              const std::string& request_id);
+  // Shutdown: cancels every request still running.
+  void CancelAll();
+
+ private:
+  // The chat prompt, made at first use (the target's model info is needed).
+  absl::StatusOr<const ChatPrompt*> Chat(Upstreams& up);
+  absl::Status RenderChat(Upstreams& up, openai::Request* r);
+  void Track(const std::shared_ptr<ChoiceRuns>& runs);
+
+  GenerationService* svc_;
+  const std::string chat_template_;
+  std::mutex mu_;
+  std::unique_ptr<ChatPrompt> chat_;
+  std::vector<std::weak_ptr<ChoiceRuns>> running_;
+};
+
+}  // namespace specserve

@@ -1,0 +1,276 @@
+#include "coordinator/openai_request.h"
+
+#include <cmath>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "coordinator/k_policy.h"
+#include "coordinator/openai_error.h"
+
+namespace specserve::openai {
+namespace {
+
+using json = nlohmann::json;
+
+// A field that is absent or null.
+const json* Field(const json& obj, const char* key) {
+  auto it = obj.find(key);
+  return it == obj.end() || it->is_null() ? nullptr : &*it;
+}
+
+absl::StatusOr<std::optional<double>> Number(const json& obj, const char* key, double lo, double hi) {
+  const json* v = Field(obj, key);
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_number()) return InvalidParam(key, absl::StrCat(key, " must be a number"));
+  const double d = v->get<double>();
+  if (!(d >= lo && d <= hi)) return InvalidParam(key, absl::StrCat(key, " ", d, " not in [", lo, ", ", hi, "]"));
+  return d;
+}
+
+bool IsInteger(const json& v) {
+  return v.is_number_integer() || (v.is_number_float() && std::isfinite(v.get<double>()) &&
+                                   v.get<double>() == std::floor(v.get<double>()) &&
+                                   std::fabs(v.get<double>()) < 9e15);
+}
+
+int64_t AsInt(const json& v) {
+  if (v.is_number_unsigned()) return static_cast<int64_t>(v.get<uint64_t>());
+  if (v.is_number_integer()) return v.get<int64_t>();
+  return static_cast<int64_t>(v.get<double>());
+}
+
+absl::StatusOr<std::optional<int64_t>> Integer(const json& obj, const char* key, int64_t lo, int64_t hi) {
+  const json* v = Field(obj, key);
+  if (v == nullptr) return std::nullopt;
+  if (!IsInteger(*v)) return InvalidParam(key, absl::StrCat(key, " must be an integer"));
+  const int64_t i = AsInt(*v);
+  if (v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
+    return InvalidParam(key, absl::StrCat(key, " out of range"));
+  }
+  if (i < lo || i > hi) return InvalidParam(key, absl::StrCat(key, " ", i, " not in [", lo, ", ", hi, "]"));
+  return i;
+}
+
+absl::StatusOr<bool> Bool(const json& obj, const char* key) {
+  const json* v = Field(obj, key);
+  if (v == nullptr) return false;
+  if (!v->is_boolean()) return InvalidParam(key, absl::StrCat(key, " must be true or false"));
+  return v->get<bool>();
+}
+
+// Token ids from a JSON array of integers.
+absl::StatusOr<std::vector<int32_t>> TokenIds(const json& arr) {
+  std::vector<int32_t> ids;
+  for (const json& e : arr) {
+    if (!IsInteger(e) || AsInt(e) < 0 || AsInt(e) > INT32_MAX) {
+      return InvalidParam("prompt", "prompt token ids must be integers >= 0");
+    }
+    ids.push_back(static_cast<int32_t>(AsInt(e)));
+  }
+  return ids;
+}
+
+// prompt: a string, a list of one string, token ids, or a list of one list of token ids.
+absl::Status ReadPrompt(const json& body, v1::GenerateRequest* g) {
+  const json* p = Field(body, "prompt");
+  if (p == nullptr) return InvalidParam("prompt", "prompt is required");
+  const json* one = p;
+  if (p->is_array() && p->size() == 1 && ((*p)[0].is_string() || (*p)[0].is_array())) one = &(*p)[0];
+  if (one->is_string()) {
+    if (one->get_ref<const std::string&>().empty()) return InvalidParam("prompt", "prompt is empty");
+    g->set_text(one->get<std::string>());
+    return absl::OkStatus();
+  }
+  if (one->is_array() && !one->empty() && IsInteger((*one)[0])) {
+    ASSIGN_OR_RETURN(std::vector<int32_t> ids, TokenIds(*one));
+    g->mutable_token_ids()->mutable_ids()->Add(ids.begin(), ids.end());
+    return absl::OkStatus();
+  }
+  if (p->is_array() && p->size() > 1 && ((*p)[0].is_string() || (*p)[0].is_array())) {
+    return InvalidParam("prompt", "one prompt per request (use n for several choices)");
+  }
+  return InvalidParam("prompt", "prompt must be a string, a list of one string, or token ids");
+}
+
+// messages: [{"role", "content"}], content a string or a list of text parts.
+absl::StatusOr<std::vector<ChatMessage>> ReadMessages(const json& body) {
+  const json* m = Field(body, "messages");
+  if (m == nullptr || !m->is_array() || m->empty()) {
+    return InvalidParam("messages", "messages must be a non-empty list");
+  }
+  std::vector<ChatMessage> out;
+  for (size_t i = 0; i < m->size(); ++i) {
+    const json& e = (*m)[i];
+    const std::string where = absl::StrCat("messages[", i, "]");
+    if (!e.is_object()) return InvalidParam(where, where + " must be an object");
+    const json* role = Field(e, "role");
+    if (role == nullptr || !role->is_string() || role->get_ref<const std::string&>().empty()) {
+      return InvalidParam(where + ".role", where + ".role must be a non-empty string");
+    }
+    ChatMessage msg{role->get<std::string>(), ""};
+    const json* content = Field(e, "content");
+    if (content == nullptr) {
+      // An assistant turn that only called tools has no content.
+    } else if (content->is_string()) {
+      msg.content = content->get<std::string>();
+    } else if (content->is_array()) {
+      for (const json& part : *content) {
+        const json* type = part.is_object() ? Field(part, "type") : nullptr;
+        const json* text = part.is_object() ? Field(part, "text") : nullptr;
+        if (type == nullptr || *type != "text" || text == nullptr || !text->is_string()) {
+          return InvalidParam(where + ".content", "only text content parts are supported");
+        }
+        msg.content += text->get<std::string>();
+      }
+    } else {
+      return InvalidParam(where + ".content", where + ".content must be a string or a list of text parts");
+    }
+    out.push_back(std::move(msg));
+  }
+  return out;
+}
+
+absl::Status ReadStop(const json& body, v1::GenerateRequest* g) {
+  const json* s = Field(body, "stop");
+  if (s == nullptr) return absl::OkStatus();
+  if (s->is_string()) {
+    if (!s->get_ref<const std::string&>().empty()) g->add_stop(s->get<std::string>());
+    return absl::OkStatus();
+  }
+  if (!s->is_array()) return InvalidParam("stop", "stop must be a string or a list of strings");
+  for (const json& e : *s) {
+    if (!e.is_string()) return InvalidParam("stop", "stop must be a string or a list of strings");
+    if (!e.get_ref<const std::string&>().empty()) g->add_stop(e.get<std::string>());
+  }
+  return absl::OkStatus();
+}
+
+// The extension object: "speculative": {"drafter": "model"|"ngram"|"none", "k": 0..16 | "adaptive", "adaptive": bool}.
+absl::Status ReadSpeculative(const json& body, v1::GenerateRequest* g) {
+  const json* s = Field(body, "speculative");
+  if (s == nullptr) return absl::OkStatus();
+  if (!s->is_object()) return InvalidParam("speculative", "speculative must be an object");
+  if (const json* d = Field(*s, "drafter")) {
+    if (*d == "model") {
+      g->set_drafter(v1::DRAFTER_MODEL);
+    } else if (*d == "ngram") {
+      g->set_drafter(v1::DRAFTER_NGRAM);
+    } else if (*d == "none") {
+      g->set_drafter(v1::DRAFTER_NONE);
+    } else if (*d != "auto") {
+      return InvalidParam("speculative.drafter", "speculative.drafter must be \"model\", \"ngram\", \"none\" or \"auto\"");
+    }
+  }
+  ASSIGN_OR_RETURN(bool adaptive, Bool(*s, "adaptive"));
+  if (const json* k = Field(*s, "k")) {
+    if (*k == "adaptive") {
+      adaptive = true;
+    } else if (!IsInteger(*k) || AsInt(*k) < 0 || AsInt(*k) > KPolicy::kMax) {
+      return InvalidParam("speculative.k", absl::StrCat("speculative.k must be 0..", KPolicy::kMax, " or \"adaptive\""));
+    } else if (adaptive) {
+      return InvalidParam("speculative.k", "speculative: give k or adaptive, not both");
+    } else {
+      g->set_k(static_cast<int32_t>(AsInt(*k)));
+    }
+  }
+  if (adaptive) g->set_adaptive_k(true);
+  return absl::OkStatus();
+}
+
+// OpenAI parameters specserve does not implement: refused, never ignored,
+// when they would change the output.
+absl::Status RefuseUnsupported(Endpoint endpoint, const json& body) {
+  const json* lp = Field(body, "logprobs");
+  const bool logprobs = lp != nullptr && !(lp->is_boolean() && !lp->get<bool>());
+  const json* top = Field(body, "top_logprobs");
+  if (logprobs || (top != nullptr && !(IsInteger(*top) && AsInt(*top) == 0))) {
+    return InvalidParam(logprobs ? "logprobs" : "top_logprobs", "logprobs not supported yet");
+  }
+  for (const char* key : {"presence_penalty", "frequency_penalty"}) {
+    const json* v = Field(body, key);
+    if (v != nullptr && !(v->is_number() && v->get<double>() == 0)) {
+      return InvalidParam(key, absl::StrCat(key, " not supported"));
+    }
+  }
+  if (const json* b = Field(body, "logit_bias"); b != nullptr && !b->empty()) {
+    return InvalidParam("logit_bias", "logit_bias not supported");
+  }
+  if (endpoint == Endpoint::kCompletions) {
+    ASSIGN_OR_RETURN(bool echo, Bool(body, "echo"));
+    if (echo) return InvalidParam("echo", "echo not supported");
+    if (const json* s = Field(body, "suffix"); s != nullptr && !(s->is_string() && s->get_ref<const std::string&>().empty())) {
+      return InvalidParam("suffix", "suffix not supported");
+    }
+    ASSIGN_OR_RETURN(std::optional<int64_t> best_of, Integer(body, "best_of", 1, kMaxChoices));
+    if (best_of && *best_of > 1) return InvalidParam("best_of", "best_of not supported (use n)");
+  } else {
+    if (const json* t = Field(body, "tools"); t != nullptr && !t->empty()) return InvalidParam("tools", "tools not supported");
+    if (const json* f = Field(body, "response_format")) {
+      if (!f->is_object() || Field(*f, "type") == nullptr || (*f)["type"] != "text") {
+        return InvalidParam("response_format", "only response_format {\"type\": \"text\"} is supported");
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<Request> ParseRequest(Endpoint endpoint, std::string_view text) {
+  json body = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (body.is_discarded()) return InvalidParam("", "the request body is not valid JSON");
+  if (!body.is_object()) return InvalidParam("", "the request body must be a JSON object");
+  Request r;
+  r.endpoint = endpoint;
+  v1::GenerateRequest& g = r.generate;
+  if (const json* m = Field(body, "model")) {
+    if (!m->is_string()) return InvalidParam("model", "model must be a string");
+    r.model = m->get<std::string>();
+  }
+  if (const json* u = Field(body, "user"); u != nullptr && !u->is_string()) {
+    return InvalidParam("user", "user must be a string");
+  }
+  RETURN_IF_ERROR(RefuseUnsupported(endpoint, body));
+  if (endpoint == Endpoint::kCompletions) {
+    RETURN_IF_ERROR(ReadPrompt(body, &g));
+  } else {
+    ASSIGN_OR_RETURN(r.messages, ReadMessages(body));
+  }
+  ASSIGN_OR_RETURN(std::optional<int64_t> max_tokens, Integer(body, "max_tokens", 1, INT32_MAX));
+  ASSIGN_OR_RETURN(std::optional<int64_t> max_completion, Integer(body, "max_completion_tokens", 1, INT32_MAX));
+  if (max_completion) max_tokens = max_completion;
+  if (max_tokens) g.set_max_tokens(static_cast<int32_t>(*max_tokens));
+  ASSIGN_OR_RETURN(std::optional<double> temperature, Number(body, "temperature", 0, 2));
+  g.set_temperature(static_cast<float>(temperature.value_or(1.0)));
+  ASSIGN_OR_RETURN(std::optional<double> top_p, Number(body, "top_p", 0, 1));
+  if (top_p) {
+    if (*top_p <= 0) return InvalidParam("top_p", "top_p must be in (0, 1]");
+    g.set_top_p(static_cast<float>(*top_p));
+  }
+  ASSIGN_OR_RETURN(std::optional<int64_t> top_k, Integer(body, "top_k", -1, INT32_MAX));
+  if (top_k && *top_k > 0) g.set_top_k(static_cast<int32_t>(*top_k));
+  RETURN_IF_ERROR(ReadStop(body, &g));
+  ASSIGN_OR_RETURN(std::optional<int64_t> seed, Integer(body, "seed", INT64_MIN, INT64_MAX));
+  if (seed) r.seed = static_cast<uint64_t>(*seed);
+  ASSIGN_OR_RETURN(std::optional<int64_t> n, Integer(body, "n", 1, kMaxChoices));
+  r.n = static_cast<int>(n.value_or(1));
+  ASSIGN_OR_RETURN(r.stream, Bool(body, "stream"));
+  if (const json* so = Field(body, "stream_options")) {
+    if (!so->is_object()) return InvalidParam("stream_options", "stream_options must be an object");
+    if (!r.stream) return InvalidParam("stream_options", "stream_options is only allowed with stream: true");
+    ASSIGN_OR_RETURN(r.include_usage, Bool(*so, "include_usage"));
+  }
+  RETURN_IF_ERROR(ReadSpeculative(body, &g));
+  return r;
+}
+
+std::vector<v1::GenerateRequest> ChoiceRequests(const Request& r, uint64_t drawn_seed) {
+  std::vector<v1::GenerateRequest> out(r.n, r.generate);
+  const uint64_t seed = r.seed.value_or(drawn_seed);
+  for (int i = 0; i < r.n; ++i) out[i].set_seed(seed + static_cast<uint64_t>(i));
+  return out;
+}
+
+}  // namespace specserve::openai

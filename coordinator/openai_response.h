@@ -1,0 +1,54 @@
+// The gRPC API's results (v1::Delta, v1::Final) as OpenAI response bodies:
+// "text_completion" and "chat.completion" returned whole, their chunks
+// ("text_completion" / "chat.completion.chunk") as server-sent events, and
+// the extension field "specserve" with each choice's round statistics
+// (docs/http_api.md).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "coordinator/openai_request.h"
+#include "specserve/v1/generation.pb.h"
+
+namespace specserve::openai {
+
+// What every body and chunk of one response repeats.
+struct ResponseHead {
+  Endpoint endpoint = Endpoint::kCompletions;
+  std::string id;       // "cmpl-<request id>" / "chatcmpl-<request id>"
+  int64_t created = 0;  // Unix seconds
+  std::string model;
+};
+
+// One finished choice.
+struct ChoiceResult {
+  std::string text;
+  std::string finish_reason;  // "stop", "length"
+  v1::GenerationStats stats;
+};
+
+// {"prompt_tokens", "completion_tokens", "total_tokens"} over all choices
+// (the prompt counted once).
+nlohmann::json Usage(const std::vector<ChoiceResult>& choices);
+// One choice's entry in "specserve": {"choices": [...]}.
+nlohmann::json ChoiceStats(int index, const v1::GenerationStats& stats);
+
+nlohmann::json WholeResponse(const ResponseHead& head, const std::vector<ChoiceResult>& choices);
+
+// Stream chunks, each with one choice (or none, for usage).
+nlohmann::json RoleChunk(const ResponseHead& head, int index);  // chat: {"role": "assistant"}
+nlohmann::json TextChunk(const ResponseHead& head, int index, const std::string& text);
+// The choice's last chunk: finish_reason and its "specserve" statistics.
+nlohmann::json FinishChunk(const ResponseHead& head, int index, const ChoiceResult& result);
+// stream_options.include_usage: the chunk before [DONE], with no choices.
+nlohmann::json UsageChunk(const ResponseHead& head, const std::vector<ChoiceResult>& choices);
+
+// Server-sent events framing: "data: <json>\n\n"; the stream ends with kSseDone.
+std::string SseData(const nlohmann::json& payload);
+inline constexpr char kSseDone[] = "data: [DONE]\n\n";
+
+}  // namespace specserve::openai

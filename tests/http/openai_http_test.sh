@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# The OpenAI-compatible HTTP API end to end (docs/http_api.md): starts
+# specserve-target, specserve-draft and specserve-coordinator (with
+# --http-listen and an API key) on loopback with the bundled models, records
+# the gRPC API's greedy answers with the Python client, then
+#   - curl checks the raw protocol: SSE framing ("data: " lines, [DONE]),
+#     /health, /ready, /v1/models, X-Request-Id echo and its log line, error
+#     bodies for bad JSON and unknown routes, 401 without the key;
+#   - the official `openai` JavaScript client (tests/http/package.json,
+#     installed by tools/setup.sh) drives completions and chat
+#     (openai_client_test.mjs): same text as gRPC, usage, 400 / 401, n, stop
+#     strings, and a client abort that leaves no session open on the services;
+#   - /health turns 503 once the target is gone.
+# Exit 77 (skipped) when node, the npm package or curl is missing, except
+# under CI=true, where that is a failure.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+source "$here/../deploy/lib.sh"
+
+missing() {
+  if [ "${CI:-}" = "true" ]; then deploy_log "FAIL: $* (CI=true: a missing input is a failure)"; exit 1; fi
+  deploy_log "SKIP: $*"; exit 77
+}
+command -v curl >/dev/null || missing "curl is not installed"
+command -v node >/dev/null || missing "node is not installed (apt-get install nodejs)"
+[ -f "$here/node_modules/openai/package.json" ] || missing "the openai npm package is not installed (bash tools/setup.sh)"
+
+init_python_test
+trap 'stop_stack; rm -rf "$work"' EXIT
+key=sk-test-$RANDOM$RANDOM
+printf '%s\n' "$key" >"$work/api_key"
+HTTP_PORT=$(free_port)
+COORD_EXTRA=(--http-listen "127.0.0.1:$HTTP_PORT" --api-key-file "$work/api_key")
+start_stack "$work/logs"
+BASE=http://127.0.0.1:$HTTP_PORT
+deploy_log "servers up: coordinator $COORD_ADDR (HTTP $BASE), target $TARGET_ADDR, draft $DRAFT_ADDR"
+fail() { deploy_log "FAIL: $*"; tail -n 30 "$work"/logs/*.log >&2; exit 1; }
+auth=(-H "Authorization: Bearer $key")
+
+# 1. The gRPC API's greedy answers, and the tokenizer's prompt count.
+prompt=$'def fibonacci(n):\n    """Return the n-th Fibonacci number."""\n'
+chat_prompt=$'<|im_start|>system\nYou complete Python code.<|im_end|>\n<|im_start|>user\ndef add(a, b):\n    return<|im_end|>\n<|im_start|>assistant\n'
+grpc() { "$PYTHON" "$CLIENT_PY" generate --target "$COORD_ADDR" --timeout 120 --json --max-tokens 48 --k 4 "$@"; }
+grpc --prompt "$prompt" --drafter model >"$work/grpc_completion.json"
+grpc --prompt "$chat_prompt" --drafter model --stop '<|im_end|>' >"$work/grpc_chat.json"
+grpc --prompt "$prompt" --drafter none --max-tokens 900 >"$work/grpc_long.json"
+prompt_tokens=$(printf '%s' "$prompt" | "$SPECSERVE_BIN/specserve" tokenize --model "$DEPLOY_ROOT/models/code-target-7m.gguf" | wc -w)
+
+# 2. Raw protocol with curl.
+curl -sS -o "$work/health" -w '%{http_code}' "$BASE/health" | grep -qx 200 || fail "/health not 200"
+curl -sS -o /dev/null -w '%{http_code}' "$BASE/ready" | grep -qx 200 || fail "/ready not 200"
+curl -sS "${auth[@]}" "$BASE/v1/models" >"$work/models.json"
+curl -sS -o /dev/null -w '%{http_code}' "$BASE/v1/models" | grep -qx 401 || fail "/v1/models without the key not 401"
+body=$("$PYTHON" -c 'import json,sys; print(json.dumps({"prompt": sys.argv[1], "max_tokens": 24, "temperature": 0,
+        "stream": True, "stream_options": {"include_usage": True}}))' "$prompt")
+curl -sS -N -D "$work/sse.headers" "${auth[@]}" -H 'Content-Type: application/json' -H 'X-Request-Id: curl-sse-1' \
+  -d "$body" "$BASE/v1/completions" >"$work/sse.txt" || fail "streamed completion"
+curl -sS -D "$work/gen.headers" "${auth[@]}" -H 'Content-Type: application/json' -d '{"prompt": "x = ", "max_tokens": 4}' \
+  "$BASE/v1/completions" >"$work/gen.json" || fail "completion without a request id"
+curl -sS -o "$work/badjson.json" -w '%{http_code}' "${auth[@]}" -H 'Content-Type: application/json' -d '{"prompt": ' \
+  "$BASE/v1/completions" >"$work/badjson.code"
+curl -sS -o "$work/noroute.json" -w '%{http_code}' "${auth[@]}" "$BASE/v1/nothing" >"$work/noroute.code"
+curl -sS -o "$work/nokey.json" -w '%{http_code}' -H 'Authorization: Bearer wrong' -H 'Content-Type: application/json' \
+  -d '{"prompt": "x"}' "$BASE/v1/completions" >"$work/nokey.code"
+"$PYTHON" - "$work" <<'EOF' || fail "curl checks"
+import json, re, sys
+w = sys.argv[1]
+read = lambda n: open(f"{w}/{n}", encoding="utf-8").read()
+assert json.loads(read("health"))["status"] == "ok"
+models = json.loads(read("models.json"))
+assert models["object"] == "list" and models["data"][0]["object"] == "model" and models["data"][0]["id"], models
+# SSE framing: every event is one "data: " line and a blank line; [DONE] last.
+sse = read("sse.txt")
+headers = read("sse.headers").lower()
+assert "content-type: text/event-stream" in headers, headers
+assert "x-request-id: curl-sse-1" in headers, headers
+assert sse.endswith("data: [DONE]\n\n"), sse[-200:]
+events = sse.split("\n\n")[:-1]
+assert all(e.startswith("data: ") and "\n" not in e for e in events if not e.startswith(":")), events
+chunks = [json.loads(e[6:]) for e in events if e.startswith("data: {")]
+assert all(c["id"] == "cmpl-curl-sse-1" and c["object"] == "text_completion" for c in chunks), chunks[0]
+assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["completion_tokens"] > 0, chunks[-1]
+finish = [c for c in chunks if c["choices"] and c["choices"][0]["finish_reason"]]
+assert len(finish) == 1 and finish[0]["specserve"]["choices"][0]["rounds"] > 0, finish
+text = "".join(c["choices"][0]["text"] for c in chunks if c["choices"])
+want = json.loads(read("grpc_completion.json"))["text"]
+assert want.startswith(text) and text, (text, want)
+# A generated request id: in the header and the body's id.
+gen_id = re.search(r"x-request-id: ([0-9a-f]{32})\r?\n", read("gen.headers").lower())
+assert gen_id and json.loads(read("gen.json"))["id"] == "cmpl-" + gen_id.group(1), read("gen.headers")
+# Errors are OpenAI error objects.
+for name, code in (("badjson", 400), ("noroute", 404), ("nokey", 401)):
+    assert read(name + ".code") == str(code), (name, read(name + ".code"))
+    err = json.loads(read(name + ".json"))["error"]
+    assert err["message"] and err["type"] and "param" in err and "code" in err, err
+print("curl checks passed")
+EOF
+grep -q 'http request_id=curl-sse-1 /v1/completions 200' "$work/logs/coordinator.log" || fail "no log line for curl-sse-1"
+
+# 3. The openai JavaScript client.
+SPECSERVE_BASE_URL=$BASE/v1 SPECSERVE_API_KEY=$key SPECSERVE_WORK=$work SPECSERVE_PROMPT_TOKENS=$prompt_tokens \
+SPECSERVE_PROMPT=$prompt SPECSERVE_METRICS="http://127.0.0.1:$TARGET_METRICS_PORT/metrics http://127.0.0.1:$DRAFT_METRICS_PORT/metrics" \
+SPECSERVE_COORD_LOG=$work/logs/coordinator.log \
+  node --test "$here/openai_client_test.mjs" || fail "openai client tests"
+
+# 4. The target gone: /health says so.
+kill "${STACK_PIDS[0]}"
+for i in $(seq 50); do
+  code=$(curl -sS -o /dev/null -w '%{http_code}' "$BASE/health" || true)
+  [ "$code" = 503 ] && break
+  sleep 0.2
+done
+[ "$code" = 503 ] || fail "/health with the target gone: $code, want 503"
+curl -sS -o /dev/null -w '%{http_code}' "$BASE/ready" | grep -qx 503 || fail "/ready with the target gone not 503"
+deploy_log "openai http test passed"
