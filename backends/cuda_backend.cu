@@ -178,7 +178,19 @@ class CudaBackend final : public Backend {
       }
     }
     const size_t per_layer = static_cast<size_t>(pool_.num_blocks()) * pool_.block_size() * c_.kv_dim();
-    RETURN_IF_ERROR(kv_.Allocate(2 * per_layer * c_.n_layer * sizeof(float)));
+    // The KV pool goes after the weights; when it does not fit, say how big
+    // it was, what was free and which flags size it.
+    const size_t kv_bytes = 2 * per_layer * c_.n_layer * sizeof(float);
+    if (absl::Status st = kv_.Allocate(kv_bytes); !st.ok()) {
+      size_t free_bytes = 0, total_bytes = 0;
+      cudaMemGetInfo(&free_bytes, &total_bytes);
+      cudaGetLastError();
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "the KV cache (", pool_.num_blocks(), " blocks of ", pool_.block_size(), " positions, ", kv_bytes >> 20,
+          " MiB) does not fit on CUDA device ", device_, " after the weights (", free_bytes >> 20, " of ",
+          total_bytes >> 20, " MiB free): lower --kv-blocks, or --kv-memory-mib / --max-sessions when --kv-blocks "
+          "is 0 (", st.message(), ")"));
+    }
     SPECSERVE_CUDA_RETURN_IF_ERROR(cudaMemset(kv_.get(), 0, kv_.bytes()));
     // The uploads and the memset ran on the legacy stream; stream_ does not
     // wait for it (non-blocking), so finish them here.

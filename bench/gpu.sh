@@ -65,6 +65,9 @@ run() {
     [ -f "$m" ] && ln -sf "$m" "$shared/models/"
   done
   export SPECSERVE_SHARED=$shared
+  # On the GPU machine a CUDA runtime that cannot start is a failure, not a
+  # run in which every GPU test skips (tests/backend_ops_harness.h).
+  export SPECSERVE_REQUIRE_CUDA=1
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
   local status=0
   echo "== GPU tests"

@@ -11,6 +11,7 @@
 #include <dlfcn.h>
 
 #include <mutex>
+#include <string>
 
 namespace {
 
@@ -27,6 +28,7 @@ struct Cublas {
   GemmExFn gemm_ex = nullptr;
   decltype(&cublasGetStatusName) status_name = nullptr;
   decltype(&cublasGetStatusString) status_string = nullptr;
+  std::string load_error;  // dlerror() of the last attempt when nothing loaded
 };
 
 const Cublas& Library() {
@@ -36,6 +38,8 @@ const Cublas& Library() {
     for (const char* name : {"libcublas.so.13", "libcublas.so"}) {
       c.lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
       if (c.lib != nullptr) break;
+      const char* why = dlerror();
+      c.load_error = why != nullptr ? why : name;
     }
     if (c.lib == nullptr) return;
     c.create = reinterpret_cast<decltype(c.create)>(dlsym(c.lib, "cublasCreate_v2"));
@@ -85,7 +89,10 @@ const char* CUBLASWINAPI cublasGetStatusName(cublasStatus_t status) {
 
 const char* CUBLASWINAPI cublasGetStatusString(cublasStatus_t status) {
   const Cublas& c = Library();
-  return c.status_string ? c.status_string(status) : "libcublas.so.13 could not be loaded (dlopen)";
+  if (c.status_string) return c.status_string(status);
+  // Says why dlopen failed (the library missing, or one it needs).
+  static const std::string message = "libcublas.so.13 could not be loaded: " + c.load_error;
+  return message.c_str();
 }
 
 }  // extern "C"

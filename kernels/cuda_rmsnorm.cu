@@ -10,8 +10,9 @@ namespace {
 
 constexpr int kThreads = 256;
 
-// One block per row.
-__global__ void RmsNormKernel(const float* __restrict__ x, const float* __restrict__ w, float* y,
+// One block per row. x may be y (the forward pass normalises in place), so
+// neither is __restrict__.
+__global__ void RmsNormKernel(const float* x, const float* __restrict__ w, float* y,
                               int64_t n, float eps) {
   __shared__ double scratch[32];
   const float* xr = x + blockIdx.x * n;

@@ -1,5 +1,7 @@
 #include "kernels/cuda_util.h"
 
+#include <string>
+
 #include "absl/strings/str_cat.h"
 
 namespace specserve::cuda {
@@ -15,12 +17,15 @@ absl::Status CheckLaunch(const char* kernel) {
   return CudaStatus(cudaGetLastError(), kernel);
 }
 
-int DeviceCount() {
+int DeviceCount(std::string* why) {
   int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+  const cudaError_t err = cudaGetDeviceCount(&n);
+  if (err != cudaSuccess) {
+    if (why != nullptr) *why = std::string(cudaGetErrorName(err)) + ": " + cudaGetErrorString(err);
     cudaGetLastError();  // clear the sticky "no device" error for later calls
     return 0;
   }
+  if (n == 0 && why != nullptr) *why = "the CUDA runtime reports 0 devices";
   return n;
 }
 

@@ -3,6 +3,8 @@
 // device buffer. Plain C++ (no kernels), so .cc files may include it.
 #pragma once
 
+#include <string>
+
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
@@ -23,7 +25,9 @@ absl::Status CheckLaunch(const char* kernel);
 
 // Number of CUDA devices; 0 when the driver or runtime reports none or fails
 // (a machine without a GPU). Never aborts.
-int DeviceCount();
+// Devices the CUDA runtime sees; 0 when it cannot start (no driver, an old
+// driver, no device nodes), with the runtime's reason in *why when given.
+int DeviceCount(std::string* why = nullptr);
 
 // The message tests print when they skip.
 inline constexpr char kNoDeviceMessage[] = "no CUDA device";

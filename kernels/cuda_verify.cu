@@ -26,6 +26,16 @@ struct KernelParams {
   RowStat* stats;  // [batch, max_k + 1]
 };
 
+// Entries [QBegin, QEnd) of draft token j's sparse q, clamped to the arrays
+// (VerifyBatchArgs::q_count): bad offsets give an empty q, never a read
+// outside q_ids / q_probs.
+__device__ __forceinline__ int QBegin(const VerifyBatchArgs& a, int j) {
+  return min(max(a.q_offsets[j], 0), a.q_count);
+}
+__device__ __forceinline__ int QEnd(const VerifyBatchArgs& a, int j) {
+  return max(QBegin(a, j), min(a.q_offsets[j + 1], a.q_count));
+}
+
 // --- Kernel 1: TargetDistribution of one row ------------------------------
 
 __global__ void __launch_bounds__(kThreads) TargetRowKernel(KernelParams kp) {
@@ -135,7 +145,8 @@ __global__ void __launch_bounds__(kThreads) DecideKernel(KernelParams kp) {
       const int d = drafts[i];
       const int j = b * K + i;
       float qd = 0.0f;  // SparseProb: the first entry listing d
-      for (int e = a.q_offsets[j]; e < a.q_offsets[j + 1]; ++e) {
+      const int e_end = QEnd(a, j);
+      for (int e = QBegin(a, j); e < e_end; ++e) {
         if (a.q_ids[e] == d) {
           qd = a.q_probs[e];
           break;
@@ -177,7 +188,8 @@ __global__ void __launch_bounds__(kThreads) DecideKernel(KernelParams kp) {
     float* res = kp.resid + static_cast<int64_t>(b) * V;
     for (int i = threadIdx.x; i < V; i += blockDim.x) res[i] = p[i];
     __syncthreads();
-    for (int e = a.q_offsets[q] + threadIdx.x; e < a.q_offsets[q + 1]; e += blockDim.x) {
+    const int e_end = QEnd(a, q);
+    for (int e = QBegin(a, q) + threadIdx.x; e < e_end; e += blockDim.x) {
       const int id = a.q_ids[e];
       if (id >= 0 && id < V) {
         const float d = __fsub_rn(p[id], a.q_probs[e]);
@@ -251,6 +263,7 @@ absl::Status LaunchVerifyResample(const VerifyBatchArgs& a, cudaStream_t stream)
                       a.q_probs == nullptr)) {
     return absl::InvalidArgumentError("verify: draft arrays are required when max_k > 0");
   }
+  if (a.q_count < 0) return absl::InvalidArgumentError("verify: q_count must be >= 0");
   const WorkspaceLayout l = Layout(a.batch, a.max_k, a.vocab);
   if (a.workspace == nullptr || a.workspace_bytes < l.total) {
     return absl::InvalidArgumentError("verify: workspace too small");
@@ -348,6 +361,7 @@ absl::StatusOr<std::vector<VerifyResult>> DeviceVerifier::Run(absl::Span<const V
   args.k = reinterpret_cast<const int32_t*>(d + o_k);
   args.draft_tokens = reinterpret_cast<const int32_t*>(d + o_draft);
   args.q_offsets = reinterpret_cast<const int32_t*>(d + o_qoff);
+  args.q_count = e;
   args.q_ids = reinterpret_cast<const int32_t*>(d + o_qids);
   args.q_probs = reinterpret_cast<const float*>(d + o_qprobs);
   args.params = reinterpret_cast<const SamplingParams*>(d + o_params);

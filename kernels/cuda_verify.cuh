@@ -44,6 +44,10 @@ struct VerifyBatchArgs {
   // Sparse q of draft token (b, i), j = b * max_k + i: entries
   // [q_offsets[j], q_offsets[j + 1]) of q_ids / q_probs, in the order sent.
   const int32_t* q_offsets = nullptr;    // [batch * max_k + 1]
+  // Entries in q_ids / q_probs: the kernel clamps every offset to
+  // [0, q_count], so offsets that are out of order or too large read
+  // nothing outside the arrays (they only make q empty).
+  int32_t q_count = 0;
   const int32_t* q_ids = nullptr;
   const float* q_probs = nullptr;
   const SamplingParams* params = nullptr;     // [batch] the target's (user's) rule

@@ -23,6 +23,9 @@
 #include <utility>
 #include <vector>
 
+#include <cstdlib>
+#include <string>
+
 #include <gtest/gtest.h>
 
 #if defined(SPECSERVE_HAVE_CUDA)
@@ -33,12 +36,20 @@ namespace specserve::testing {
 
 inline constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
+// True when a CUDA device can run the tests. Where none can, the caller
+// skips, except with SPECSERVE_REQUIRE_CUDA=1 (bench/gpu.sh on the GPU
+// machine), where a missing device or runtime is a test failure, so that a
+// broken driver can never pass as "all tests skipped".
 inline bool HaveDevice() {
+  std::string why = "built without CUDA (SPECSERVE_CUDA=OFF or no nvcc)";
 #if defined(SPECSERVE_HAVE_CUDA)
-  return cuda::DeviceCount() > 0;
-#else
-  return false;
+  if (cuda::DeviceCount(&why) > 0) return true;
 #endif
+  const char* require = std::getenv("SPECSERVE_REQUIRE_CUDA");
+  if (require != nullptr && std::string(require) == "1") {
+    ADD_FAILURE() << "SPECSERVE_REQUIRE_CUDA=1 but no CUDA device can be used: " << why;
+  }
+  return false;
 }
 
 inline std::vector<float> Normal(std::mt19937& rng, size_t n, float mean = 0.0f, float sd = 1.0f) {

@@ -26,6 +26,7 @@
 #include "backends/make_backend.h"
 #include "common/backend.h"
 #include "common/weights.h"
+#include "tests/backend_ops_harness.h"
 #include "tests/test_paths.h"
 #include "tools/inflate.h"
 #include <nlohmann/json.hpp>
@@ -343,6 +344,7 @@ double VerifyKernelMs(int32_t vocab, const SamplingParams& params) {
   a.k = dk->as<int32_t>();
   a.draft_tokens = dd->as<int32_t>();
   a.q_offsets = dqo->as<int32_t>();
+  a.q_count = qoff[K];
   a.q_ids = dqi->as<int32_t>();
   a.q_probs = dqp->as<float>();
   a.params = dp->as<SamplingParams>();
@@ -476,7 +478,7 @@ void PrintTable(const cudaDeviceProp& prop, double bandwidth, const Table& table
 }
 
 TEST(CudaBench, DecodeVerifyAndKernel) {
-  if (cuda::DeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
+  if (!testing::HaveDevice()) GTEST_SKIP() << "no CUDA device";
   if (std::getenv("SPECSERVE_BENCH") == nullptr) GTEST_SKIP() << "set SPECSERVE_BENCH=1 to run the benchmark";
   cudaDeviceProp prop;
   cudaGetDeviceProperties(&prop, 0);
@@ -489,7 +491,9 @@ TEST(CudaBench, DecodeVerifyAndKernel) {
 
 #else
 
-TEST(CudaBench, DecodeVerifyAndKernel) { GTEST_SKIP() << "built without CUDA"; }
+TEST(CudaBench, DecodeVerifyAndKernel) {
+  if (!testing::HaveDevice()) GTEST_SKIP() << "built without CUDA";
+}
 
 #endif
 
