@@ -1,6 +1,7 @@
 // The three processes on loopback produce exactly plain greedy decoding, for
 // every drafter; streaming order, unary, stop strings, max tokens, model
 // info, and /metrics agreeing with the per-request statistics.
+#include <algorithm>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -167,6 +168,26 @@ TEST_F(GenerationTest, StopStringEndsBeforeItAndIsNotReturned) {
   ASSERT_LE(r.ids.size(), full.ids.size());
   EXPECT_TRUE(std::equal(r.ids.begin(), r.ids.end(), full.ids.begin()));
   EXPECT_LE(tokenizer_->Decode(r.ids).size(), at + 1);
+}
+
+TEST_F(GenerationTest, StopTokenIdEndsBeforeItAndPromptTokensAreCounted) {
+  e2e::StreamResult full = e2e::Generate(*cluster_->stub, Request(kPrompts[0], 40, v1::DRAFTER_MODEL));
+  ASSERT_TRUE(full.status.ok());
+  ASSERT_GT(full.ids.size(), 6u);
+  EXPECT_EQ(full.final.stats().prompt_tokens(),
+            static_cast<int64_t>(tokenizer_->Encode(kPrompts[0], /*add_bos=*/true).size()));
+  // Stop on the 6th token: the first 5 (or fewer, when that token occurred
+  // earlier) come back, the stop token itself does not.
+  const int32_t stop = full.ids[5];
+  const size_t first = std::find(full.ids.begin(), full.ids.end(), stop) - full.ids.begin();
+  v1::GenerateRequest req = Request(kPrompts[0], 40, v1::DRAFTER_MODEL);
+  req.add_stop_token_ids(stop);
+  e2e::StreamResult r = e2e::Generate(*cluster_->stub, req);
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  EXPECT_EQ(r.ids, std::vector<int32_t>(full.ids.begin(), full.ids.begin() + first));
+  EXPECT_EQ(r.final.finish_reason(), "stop");
+  req.add_stop_token_ids(1 << 30);  // outside the vocabulary
+  EXPECT_EQ(e2e::Generate(*cluster_->stub, req).status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
 }
 
 TEST_F(GenerationTest, MaxTokensIsExact) {

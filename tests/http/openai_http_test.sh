@@ -10,6 +10,8 @@
 #     installed by tools/setup.sh) drives completions and chat
 #     (openai_client_test.mjs): same text as gRPC, usage, 400 / 401, n, stop
 #     strings, and a client abort that leaves no session open on the services;
+#   - a coordinator at --max-sessions answers 429, a draining one 503, and
+#     a stream running at SIGTERM still ends with [DONE];
 #   - /health turns 503 once the target is gone.
 # Exit 77 (skipped) when node, the npm package or curl is missing, except
 # under CI=true, where that is a failure.
@@ -103,7 +105,46 @@ SPECSERVE_PROMPT=$prompt SPECSERVE_METRICS="http://127.0.0.1:$TARGET_METRICS_POR
 SPECSERVE_COORD_LOG=$work/logs/coordinator.log \
   node --test "$here/openai_client_test.mjs" || fail "openai client tests"
 
-# 4. The target gone: /health says so.
+# 4. A second coordinator with room for one request: a second request gets
+#    429 while a long stream runs; after SIGTERM new requests get 503 and
+#    /ready says 503, the running stream still ends with its finish and
+#    [DONE], and the process exits 0.
+read -r C2_PORT C2_HTTP C2_METRICS <<<"$(free_ports 3)"
+"$SPECSERVE_BIN/specserve-coordinator" --listen "127.0.0.1:$C2_PORT" --target "$TARGET_ADDR" --draft "$DRAFT_ADDR" \
+  --metrics-port "$C2_METRICS" --http-listen "127.0.0.1:$C2_HTTP" --max-sessions 1 >"$work/logs/coordinator2.log" 2>&1 &
+c2=$!
+STACK_PIDS+=("$c2")
+for i in $(seq 100); do
+  [ "$(curl -sS -o /dev/null -w '%{http_code}' "http://127.0.0.1:$C2_HTTP/ready" 2>/dev/null || true)" = 200 ] && break
+  sleep 0.1
+done
+long_tokens=$("$PYTHON" -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["token_ids"]))' "$work/grpc_long.json")
+body=$("$PYTHON" -c 'import json,sys; print(json.dumps({"prompt": sys.argv[1], "max_tokens": int(sys.argv[2]),
+        "temperature": 0, "stream": True, "speculative": {"drafter": "none"}}))' "$prompt" "$long_tokens")
+curl -sS -N -H 'Content-Type: application/json' -H 'X-Request-Id: drain-1' -d "$body" \
+  "http://127.0.0.1:$C2_HTTP/v1/completions" >"$work/drain.txt" &
+drain_curl=$!
+for i in $(seq 100); do grep -q '"text":"[^"]' "$work/drain.txt" 2>/dev/null && break; sleep 0.05; done
+small() {
+  curl -sS -o "$work/$1.json" -w '%{http_code}' -H 'Content-Type: application/json' -d '{"prompt": "x", "max_tokens": 2}' \
+    "http://127.0.0.1:$C2_HTTP/v1/completions"
+}
+[ "$(small busy)" = 429 ] && grep -q '"type":"rate_limit_error"' "$work/busy.json" || fail "a second request: $(cat "$work/busy.json")"
+kill -TERM "$c2"
+for i in $(seq 40); do
+  [ "$(curl -sS -o /dev/null -w '%{http_code}' "http://127.0.0.1:$C2_HTTP/ready")" = 503 ] && break
+  sleep 0.02
+done
+[ "$(small draining)" = 503 ] && grep -q '"type":"service_unavailable_error"' "$work/draining.json" \
+  || fail "a request while draining: $(cat "$work/draining.json")"
+wait "$drain_curl" || fail "the draining stream failed"
+wait "$c2" || fail "the draining coordinator exited $?"
+grep -q '"finish_reason":"length"' "$work/drain.txt" || fail "the draining stream has no finish"
+tail -c 14 "$work/drain.txt" | cmp -s - <(printf 'data: [DONE]\n\n') || fail "the draining stream did not end with [DONE]"
+grep -A100 'draining' "$work/logs/coordinator2.log" | grep -q 'request_id=drain-1 /v1/completions 200' \
+  || fail "the stream was not running when the drain began: $(cat "$work/logs/coordinator2.log")"
+
+# 5. The target gone: /health says so.
 kill "${STACK_PIDS[0]}"
 for i in $(seq 50); do
   code=$(curl -sS -o /dev/null -w '%{http_code}' "$BASE/health" || true)
