@@ -157,11 +157,12 @@ class Evaluator {
       (*scopes_.back())[targets[0]] = v;
       return absl::OkStatus();
     }
-    if (v.kind() != Kind::kList || v.items().size() != targets.size()) {
+    auto items = Iterate(v);  // lists, a string's characters, a dict's keys
+    if (!items.ok() || v.is_undefined() || items->size() != targets.size()) {
       return At(pos, absl::InvalidArgumentError(absl::StrCat("chat template: cannot unpack ", KindName(v.kind()),
                                                              " into ", targets.size(), " names")));
     }
-    for (size_t i = 0; i < targets.size(); ++i) (*scopes_.back())[targets[i]] = v.items()[i];
+    for (size_t i = 0; i < targets.size(); ++i) (*scopes_.back())[targets[i]] = (*items)[i];
     return absl::OkStatus();
   }
 
@@ -348,7 +349,7 @@ class Evaluator {
           EVAL_ASSIGN(v, Eval(*x));
           items.push_back(std::move(v));
         }
-        return Value::List(std::move(items));
+        return e.kind == Expr::Kind::kTuple ? Value::Tuple(std::move(items)) : Value::List(std::move(items));
       }
       case Expr::Kind::kDict: {
         std::vector<std::pair<std::string, Value>> entries;

@@ -64,7 +64,7 @@ absl::StatusOr<Value> FCapitalize(const Value& in, CallArgs&, const BuiltinConte
   return StrFilter(in, ctx, PyCapitalize);
 }
 absl::StatusOr<Value> FTitle(const Value& in, CallArgs&, const BuiltinContext& ctx) {
-  return StrFilter(in, ctx, PyTitle);
+  return StrFilter(in, ctx, JinjaTitle);
 }
 
 // HF: json.dumps(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False).
@@ -167,7 +167,7 @@ absl::StatusOr<Value> FItems(const Value& in, CallArgs&, const BuiltinContext&) 
   if (!in.is_mapping()) return BadArg("items", "can only get item pairs from a mapping");
   std::vector<Value> pairs;
   for (const auto& [k, v] : in.entries()) {
-    auto p = Value::List({Value(k), v});
+    auto p = Value::Tuple({Value(k), v});
     if (!p.ok()) return p.status();
     pairs.push_back(*p);
   }
@@ -392,7 +392,7 @@ absl::StatusOr<Value> FDictSort(const Value& in, CallArgs& a, const BuiltinConte
   const bool by_value = by && by->is_string() && by->str() == "value";
   std::vector<Value> pairs;
   for (const auto& [k, v] : in.entries()) {
-    auto p = Value::List({Value(k), v});
+    auto p = Value::Tuple({Value(k), v});
     if (!p.ok()) return p.status();
     pairs.push_back(*p);
   }

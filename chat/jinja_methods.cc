@@ -131,7 +131,7 @@ absl::StatusOr<Value> DictMethod(const Value& d, const std::string& name, CallAr
       } else if (name == "values") {
         out.push_back(v);
       } else {
-        auto p = Value::List({Value(k), v});
+        auto p = Value::Tuple({Value(k), v});
         if (!p.ok()) return p.status();
         out.push_back(*p);
       }

@@ -229,6 +229,26 @@ std::string PyTitle(std::string_view s) {
   return out;
 }
 
+std::string JinjaTitle(std::string_view s) {
+  std::string out;
+  bool word_start = true;
+  for (size_t i = 0; i < s.size();) {
+    size_t len;
+    const uint32_t cp = DecodeAt(s, i, &len);
+    const bool sep = PyIsSpace(cp) || cp == '-' || cp == '(' || cp == '{' || cp == '[' || cp == '<';
+    std::string_view ch = s.substr(i, len);
+    if (sep) {
+      out.append(ch);
+      word_start = true;
+    } else {
+      out += word_start ? AsciiUpper(ch) : AsciiLower(ch);
+      word_start = false;
+    }
+    i += len;
+  }
+  return out;
+}
+
 namespace {
 // Python's str.isprintable() is false for these (control, format, separator
 // characters other than ' '); repr() escapes them.

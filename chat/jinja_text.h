@@ -34,6 +34,9 @@ std::string AsciiUpper(std::string_view s);
 std::string AsciiLower(std::string_view s);
 std::string PyCapitalize(std::string_view s);  // first upper, rest lower
 std::string PyTitle(std::string_view s);       // Python's str.title (ASCII letters)
+// Jinja's title filter (not str.title): each word, split after whitespace and
+// - ( { [ <, gets its first character upper-cased and the rest lower-cased.
+std::string JinjaTitle(std::string_view s);
 // repr(str): single quotes unless the text has ' and no ".
 void AppendPyStringRepr(std::string_view s, std::string* out);
 // JSON string body as json.dumps writes it.

@@ -36,27 +36,37 @@ absl::Status CheckDepth(int depth) {
 }
 }  // namespace
 
-absl::StatusOr<Value> Value::List(std::vector<Value> items) {
+absl::StatusOr<Value> Value::MakeList(std::vector<Value> items, bool tuple) {
   auto d = std::make_shared<ListData>();
   for (const Value& x : items) Measure(x, &d->depth, &d->has_namespace);
   if (auto s = CheckDepth(d->depth); !s.ok()) return s;
   d->items = std::move(items);
+  d->tuple = tuple;
   Value v;
   v.kind_ = Kind::kList;
   v.v_ = std::shared_ptr<const ListData>(std::move(d));
   return v;
 }
 
+absl::StatusOr<Value> Value::List(std::vector<Value> items) { return MakeList(std::move(items), false); }
+absl::StatusOr<Value> Value::Tuple(std::vector<Value> items) { return MakeList(std::move(items), true); }
+
+bool Value::is_tuple() const {
+  const auto* l = std::get_if<std::shared_ptr<const ListData>>(&v_);
+  return l != nullptr && (*l)->tuple;
+}
+
 absl::StatusOr<Value> Value::Dict(std::vector<std::pair<std::string, Value>> items) {
   auto d = std::make_shared<DictData>();
   // Later duplicates overwrite earlier ones in place, as in a Python dict.
-  for (auto& [k, x] : items) {
-    Measure(x, &d->depth, &d->has_namespace);
-    auto it = std::find_if(d->entries.begin(), d->entries.end(), [&](const auto& e) { return e.first == k; });
+  for (auto& item : items) {
+    Measure(item.second, &d->depth, &d->has_namespace);
+    const std::string& key = item.first;
+    auto it = std::find_if(d->entries.begin(), d->entries.end(), [&](const auto& e) { return e.first == key; });
     if (it != d->entries.end()) {
-      it->second = std::move(x);
+      it->second = std::move(item.second);
     } else {
-      d->entries.emplace_back(std::move(k), std::move(x));
+      d->entries.push_back(std::move(item));
     }
   }
   if (auto s = CheckDepth(d->depth); !s.ok()) return s;
@@ -86,15 +96,42 @@ Value Value::Function(std::string name, NativeFn fn) {
   return v;
 }
 
+bool Value::bool_value() const {
+  const bool* b = std::get_if<bool>(&v_);
+  return b != nullptr && *b;
+}
+
+int64_t Value::int_value() const {
+  if (const int64_t* i = std::get_if<int64_t>(&v_)) return *i;
+  if (const double* d = std::get_if<double>(&v_)) {
+    if (!(*d > -9.2e18)) return std::isnan(*d) ? 0 : INT64_MIN;
+    if (*d > 9.2e18) return INT64_MAX;
+    return static_cast<int64_t>(*d);
+  }
+  return bool_value() ? 1 : 0;
+}
+
 double Value::float_value() const {
-  if (kind_ == Kind::kFloat) return std::get<double>(v_);
+  if (const double* d = std::get_if<double>(&v_)) return *d;
   return static_cast<double>(int_value());
 }
 
-const std::vector<Value>& Value::items() const { return std::get<std::shared_ptr<const ListData>>(v_)->items; }
+const std::string& Value::str() const {
+  static const std::string* const kEmpty = new std::string();
+  const std::string* s = std::get_if<std::string>(&v_);
+  return s != nullptr ? *s : *kEmpty;
+}
+
+const std::vector<Value>& Value::items() const {
+  static const std::vector<Value>* const kEmpty = new std::vector<Value>();
+  const auto* l = std::get_if<std::shared_ptr<const ListData>>(&v_);
+  return l != nullptr ? (*l)->items : *kEmpty;
+}
 
 const std::vector<std::pair<std::string, Value>>& Value::entries() const {
-  return std::get<std::shared_ptr<DictData>>(v_)->entries;
+  static const auto* const kEmpty = new std::vector<std::pair<std::string, Value>>();
+  const auto* d = std::get_if<std::shared_ptr<DictData>>(&v_);
+  return d != nullptr ? (*d)->entries : *kEmpty;
 }
 
 const Value* Value::Find(std::string_view key) const {
@@ -109,7 +146,11 @@ absl::Status Value::NamespaceSet(const std::string& key, Value value) const {
     return absl::InvalidArgumentError(
         absl::StrCat("chat template: a namespace cannot hold a namespace (attribute '", key, "')"));
   }
-  DictData& d = *std::get<std::shared_ptr<DictData>>(v_);
+  auto* p = std::get_if<std::shared_ptr<DictData>>(&v_);
+  if (kind_ != Kind::kNamespace || p == nullptr) {
+    return absl::InvalidArgumentError("chat template: attribute assignment on a non-namespace");
+  }
+  DictData& d = **p;
   d.depth = std::max(d.depth, value.depth() + 1);
   for (auto& [k, x] : d.entries) {
     if (k == key) {
@@ -165,7 +206,7 @@ bool Equals(const Value& a, const Value& b) {
     case Kind::kString: return a.str() == b.str();
     case Kind::kList: {
       const auto &x = a.items(), &y = b.items();
-      if (x.size() != y.size()) return false;
+      if (x.size() != y.size() || a.is_tuple() != b.is_tuple()) return false;
       for (size_t i = 0; i < x.size(); ++i) {
         if (!Equals(x[i], y[i])) return false;
       }
@@ -268,14 +309,15 @@ absl::Status AppendReprImpl(const Value& v, std::string* out, size_t limit) {
   switch (v.kind()) {
     case Kind::kString: AppendPyStringRepr(v.str(), out); break;
     case Kind::kList: {
-      out->push_back('[');
+      out->push_back(v.is_tuple() ? '(' : '[');
       bool first = true;
       for (const Value& x : v.items()) {
         if (!first) out->append(", ");
         first = false;
         if (auto s = AppendReprImpl(x, out, limit); !s.ok()) return s;
       }
-      out->push_back(']');
+      if (v.is_tuple() && v.items().size() == 1) out->push_back(',');
+      out->push_back(v.is_tuple() ? ')' : ']');
       break;
     }
     case Kind::kDict: {

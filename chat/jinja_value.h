@@ -54,6 +54,8 @@ class Value {
   Value(const char* s) : Value(std::string(s)) {}  // NOLINT
   // INVALID_ARGUMENT when an item nests deeper than kMaxNesting.
   static absl::StatusOr<Value> List(std::vector<Value> items);
+  // A Python tuple: a list that prints as (a, b) and is never equal to a list.
+  static absl::StatusOr<Value> Tuple(std::vector<Value> items);
   static absl::StatusOr<Value> Dict(std::vector<std::pair<std::string, Value>> items);
   static Value Namespace(std::vector<std::pair<std::string, Value>> items);
   static Value Function(std::string name, NativeFn fn);
@@ -65,10 +67,13 @@ class Value {
   bool is_number() const { return kind_ == Kind::kInt || kind_ == Kind::kFloat || kind_ == Kind::kBool; }
   bool is_mapping() const { return kind_ == Kind::kDict || kind_ == Kind::kNamespace; }
 
-  bool bool_value() const { return std::get<bool>(v_); }
-  int64_t int_value() const { return kind_ == Kind::kBool ? int64_t{bool_value()} : std::get<int64_t>(v_); }
+  // The accessors never throw: on a value of another kind they give false,
+  // 0, "" or an empty sequence (callers check kind() first; this keeps a
+  // missed check from becoming a crash).
+  bool bool_value() const;
+  int64_t int_value() const;   // bool and int; a float truncated (clamped)
   double float_value() const;  // any number
-  const std::string& str() const { return std::get<std::string>(v_); }  // string or undefined hint
+  const std::string& str() const;  // string, or an undefined value's hint
   const std::vector<Value>& items() const;  // list
   // dict or namespace entries, in insertion order
   const std::vector<std::pair<std::string, Value>>& entries() const;
@@ -77,10 +82,13 @@ class Value {
   // which could make a cycle).
   absl::Status NamespaceSet(const std::string& key, Value value) const;
   const FunctionData& function() const;
+  bool is_tuple() const;
   int depth() const;        // 0 for scalars
   bool has_namespace() const;
 
  private:
+  static absl::StatusOr<Value> MakeList(std::vector<Value> items, bool tuple);
+
   Kind kind_ = Kind::kUndefined;
   std::variant<std::monostate, bool, int64_t, double, std::string, std::shared_ptr<const ListData>,
                std::shared_ptr<DictData>, std::shared_ptr<const FunctionData>>
@@ -89,6 +97,7 @@ class Value {
 
 struct ListData {
   std::vector<Value> items;
+  bool tuple = false;
   int depth = 1;
   bool has_namespace = false;
 };

@@ -7,7 +7,8 @@
 #                       models, and a GGUF v2 file with every value type;
 #   fuzz_*_tokenizer:   text snippets;
 #   fuzz_proto_convert: a selector byte, then serialized messages (see the
-#                       comment at the top of fuzz_proto_convert.cc).
+#                       comment at the top of fuzz_proto_convert.cc);
+#   fuzz_chat_template: the real chat templates of tests/data/chat_templates.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 gen=$(mktemp -d)
@@ -242,4 +243,7 @@ ti = pb.TokenizerInfo(model="gpt2", pieces=[p.encode() for p in bpe_pieces], typ
 out("fuzz_proto_convert", "4-model-info-gpt2.bin",
     b"\x04" + pb.ModelInfo(name="tiny", arch="qwen2", vocab_size=20, tokenizer=ti).SerializeToString())
 EOF
+rm -rf fuzz/seeds/fuzz_chat_template
+mkdir -p fuzz/seeds/fuzz_chat_template
+cp tests/data/chat_templates/*.jinja fuzz/seeds/fuzz_chat_template/
 du -sh fuzz/seeds

@@ -194,7 +194,7 @@ TEST(JinjaFilterTest, SequenceFilters) {
   EXPECT_EQ(R("{{ [3, 1, 2]|sort }}|{{ [1, 2, 2]|unique|list }}|{{ [1, 2]|sum }}|{{ ['b', 'a']|max }}|{{ [1, 2]|reverse|list }}"),
             "[1, 2, 3]|[1, 2]|3|b|[2, 1]");
   EXPECT_EQ(R("{{ {'b': 1, 'a': 2}|items|list }}|{{ nope|default('d') }}|{{ ''|default('d', true) }}|{{ [1,2]|select('odd')|list }}"),
-            "[['b', 1], ['a', 2]]|d|d|[1]");
+            "[('b', 1), ('a', 2)]|d|d|[1]");
 }
 
 TEST(JinjaFilterTest, ToJsonIsHfJsonDumps) {
@@ -366,6 +366,51 @@ std::string ReadAll(const std::string& path) {
 
 std::string Python() { return std::filesystem::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3"; }
 
+// render_reference.py on REQUESTS: its exit status (3 or 127: jinja2 or
+// python3 missing), stderr and results.
+struct Jinja2Run {
+  int code = -1;
+  std::string stderr_text;
+  nlohmann::ordered_json results;
+};
+Jinja2Run RunJinja2(const nlohmann::ordered_json& requests, const std::string& name) {
+  const std::string dir = ::testing::TempDir();
+  const std::string req_path = dir + "/" + name + "_requests.json", out_path = dir + "/" + name + "_results.json",
+                    err_path = dir + "/" + name + ".stderr";
+  Jinja2Run run;
+  if (!testing::WriteFile(req_path, requests.dump())) return run;
+  std::filesystem::remove(out_path);
+  const std::string cmd = Python() + " '" + SourceDirFile("tests/chat/render_reference.py") + "' '" + req_path +
+                          "' '" + out_path + "' 2>'" + err_path + "'";
+  const int rc = std::system(cmd.c_str());
+  run.code = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+  run.stderr_text = cmd + "\n" + ReadAll(err_path);
+  if (run.code == 0) run.results = nlohmann::ordered_json::parse(ReadAll(out_path));
+  return run;
+}
+
+// Our render of a request against jinja2's result REF: equal text, or both
+// failing (with raise_exception's message when jinja2 raised). Counts which.
+struct Tally {
+  int matched = 0, both_raised = 0, both_failed = 0;
+};
+void ExpectSame(const absl::StatusOr<std::string>& out, const nlohmann::ordered_json& ref, Tally* tally) {
+  if (ref["ok"].get<bool>()) {
+    ASSERT_TRUE(out.ok()) << "jinja2 rendered it; we failed: " << out.status();
+    EXPECT_EQ(*out, ref["text"].get<std::string>());
+    if (*out == ref["text"].get<std::string>()) ++tally->matched;
+    return;
+  }
+  const std::string err = ref["error"].get<std::string>();
+  ASSERT_FALSE(out.ok()) << "jinja2 failed (" << err << "); we rendered:\n" << *out;
+  if (ref["kind"] == "raised") {
+    EXPECT_EQ(out.status().message(), std::string(jinja::kRaisedPrefix) + err);
+    ++tally->both_raised;
+  } else {
+    ++tally->both_failed;
+  }
+}
+
 TEST(ChatTemplateReferenceTest, RealTemplatesMatchJinja2ByteForByte) {
   const nlohmann::ordered_json convs =
       nlohmann::ordered_json::parse(ReadAll(SourceDirFile("tests/chat/conversations.json")))["conversations"];
@@ -390,7 +435,8 @@ TEST(ChatTemplateReferenceTest, RealTemplatesMatchJinja2ByteForByte) {
                               {"eos_token", t.eos},
                               {"messages", conv["messages"]},
                               {"add_generation_prompt", agp},
-                              {"extra", {{"date_string", "26 Jul 2024"}}}};
+                              {"extra", nlohmann::ordered_json::object()}};
+        if (!conv.value("clock", false)) req["extra"]["date_string"] = "26 Jul 2024";
         if (t.file.empty()) {
           req["source"] = tmpl.source;
         } else {
@@ -404,54 +450,71 @@ TEST(ChatTemplateReferenceTest, RealTemplatesMatchJinja2ByteForByte) {
     }
   }
 
-  const std::string dir = ::testing::TempDir();
-  const std::string req_path = dir + "/chat_requests.json", out_path = dir + "/chat_results.json",
-                    err_path = dir + "/chat_reference.stderr";
-  ASSERT_TRUE(testing::WriteFile(req_path, requests.dump()));
-  std::filesystem::remove(out_path);
-  const std::string cmd = Python() + " '" + SourceDirFile("tests/chat/render_reference.py") + "' '" + req_path +
-                          "' '" + out_path + "' 2>'" + err_path + "'";
-  const int rc = std::system(cmd.c_str());
-  const int code = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-  if (code == 3 || code == 127) SPECSERVE_MISSING_INPUT("python3-jinja2 (" + ReadAll(err_path) + ")");
-  ASSERT_EQ(code, 0) << cmd << "\n" << ReadAll(err_path);
-  const nlohmann::ordered_json results = nlohmann::ordered_json::parse(ReadAll(out_path));
-  ASSERT_EQ(results.size(), cases.size());
+  const Jinja2Run run = RunJinja2(requests, "chat_templates");
+  if (run.code == 3 || run.code == 127) SPECSERVE_MISSING_INPUT("python3-jinja2 (" + run.stderr_text + ")");
+  ASSERT_EQ(run.code, 0) << run.stderr_text;
+  ASSERT_EQ(run.results.size(), cases.size());
 
-  int matched = 0, both_raised = 0, both_failed = 0;
+  Tally tally;
   for (size_t i = 0; i < cases.size(); ++i) {
     const Case& c = cases[i];
-    const nlohmann::ordered_json& ref = results[i];
     SCOPED_TRACE(::testing::Message() << (c.t->file.empty() ? "chatml fallback" : c.t->file) << " x "
                                       << (*c.conv)["name"].get<std::string>()
                                       << " add_generation_prompt=" << c.agp);
     ChatRenderOptions o;
     o.add_generation_prompt = c.agp;
     if (c.conv->contains("tools")) o.tools = FromJson((*c.conv)["tools"]);
-    o.extra = {{"date_string", Value("26 Jul 2024")}};
+    if (!c.conv->value("clock", false)) o.extra = {{"date_string", Value("26 Jul 2024")}};
     if (c.conv->contains("extra")) {
       for (const auto& [k, x] : (*c.conv)["extra"].items()) o.extra.emplace_back(k, FromJson(x));
     }
-    auto out = RenderChat(c.tmpl, FromJson((*c.conv)["messages"]), o);
-    if (ref["ok"].get<bool>()) {
-      ASSERT_TRUE(out.ok()) << "jinja2 rendered it; we failed: " << out.status();
-      EXPECT_EQ(*out, ref["text"].get<std::string>());
-      if (*out == ref["text"].get<std::string>()) ++matched;
-    } else {
-      const std::string err = ref["error"].get<std::string>();
-      ASSERT_FALSE(out.ok()) << "jinja2 failed (" << err << "); we rendered:\n" << *out;
-      if (ref["kind"] == "raised") {
-        EXPECT_EQ(out.status().message(), std::string(jinja::kRaisedPrefix) + err);
-        ++both_raised;
-      } else {
-        ++both_failed;
-      }
-    }
+    ExpectSame(RenderChat(c.tmpl, FromJson((*c.conv)["messages"]), o), run.results[i], &tally);
   }
-  std::printf("chat templates: %zu renders; %d byte-for-byte equal to jinja2, %d raise_exception in both with "
-              "the same message, %d errors in both\n",
-              cases.size(), matched, both_raised, both_failed);
-  EXPECT_EQ(static_cast<size_t>(matched + both_raised + both_failed), cases.size());
+  std::printf("chat templates: %zu renders (%zu templates x %zu conversations x add_generation_prompt); %d "
+              "byte-for-byte equal to jinja2, %d raise_exception in both with the same message, %d errors in both\n",
+              cases.size(), Templates().size(), convs.size(), tally.matched, tally.both_raised, tally.both_failed);
+  EXPECT_EQ(static_cast<size_t>(tally.matched + tally.both_raised + tally.both_failed), cases.size());
+}
+
+// Template snippets exercising the engine's features, against jinja2 the same way.
+TEST(ChatTemplateReferenceTest, EngineSnippetsMatchJinja2ByteForByte) {
+  const nlohmann::ordered_json convs =
+      nlohmann::ordered_json::parse(ReadAll(SourceDirFile("tests/chat/conversations.json")))["conversations"];
+  nlohmann::ordered_json messages, tools;
+  for (const auto& c : convs) {
+    if (c["name"] == "multi_turn") messages = c["messages"];
+    if (c["name"] == "tools") tools = c["tools"];
+  }
+  ASSERT_FALSE(messages.is_null());
+  ASSERT_FALSE(tools.is_null());
+  const nlohmann::ordered_json snippets =
+      nlohmann::ordered_json::parse(ReadAll(SourceDirFile("tests/chat/snippets.json")))["snippets"];
+  nlohmann::ordered_json requests = nlohmann::ordered_json::array();
+  for (const auto& src : snippets) {
+    requests.push_back({{"source", src},
+                        {"bos_token", "<s>"},
+                        {"eos_token", "</s>"},
+                        {"messages", messages},
+                        {"tools", tools},
+                        {"add_generation_prompt", true},
+                        {"extra", {{"date_string", "26 Jul 2024"}}}});
+  }
+  const Jinja2Run run = RunJinja2(requests, "chat_snippets");
+  if (run.code == 3 || run.code == 127) SPECSERVE_MISSING_INPUT("python3-jinja2 (" + run.stderr_text + ")");
+  ASSERT_EQ(run.code, 0) << run.stderr_text;
+  ASSERT_EQ(run.results.size(), snippets.size());
+  Tally tally;
+  for (size_t i = 0; i < snippets.size(); ++i) {
+    const std::string src = snippets[i].get<std::string>();
+    SCOPED_TRACE(src);
+    ChatRenderOptions o;
+    o.add_generation_prompt = true;
+    o.tools = FromJson(tools);
+    o.extra = {{"date_string", Value("26 Jul 2024")}};
+    ExpectSame(RenderChat(ChatTemplate{src, "<s>", "</s>"}, FromJson(messages), o), run.results[i], &tally);
+  }
+  std::printf("snippets: %zu; %d byte-for-byte equal to jinja2, %d raise_exception in both, %d errors in both\n",
+              snippets.size(), tally.matched, tally.both_raised, tally.both_failed);
 }
 
 }  // namespace
