@@ -1,5 +1,7 @@
 #include "coordinator/http_server.h"
 
+#include <optional>
+
 #include "absl/random/random.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -98,12 +100,28 @@ void HttpServer::Routes() {
   };
   server_.Post("/v1/completions", completions(openai::Endpoint::kCompletions));
   server_.Post("/v1/chat/completions", completions(openai::Endpoint::kChat));
-  server_.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+  // One model: the target's (the draft is named in it).
+  auto model = [this](httplib::Response& res) -> std::optional<json> {
     Upstreams* up = svc_->upstreams();
-    if (up == nullptr) return SetError(res, absl::UnavailableError("waiting for the target service"));
-    json model = {{"id", up->target_info().name()}, {"object", "model"}, {"created", 0}, {"owned_by", "specserve"},
-                  {"context_length", up->target_info().context_length()}, {"draft_model", up->draft_model()}};
-    SetJson(res, 200, {{"object", "list"}, {"data", json::array({model})}});
+    if (up == nullptr) {
+      SetError(res, absl::UnavailableError("waiting for the target service"));
+      return std::nullopt;
+    }
+    return json{{"id", up->target_info().name()}, {"object", "model"}, {"created", 0}, {"owned_by", "specserve"},
+                {"context_length", up->target_info().context_length()}, {"draft_model", up->draft_model()}};
+  };
+  server_.Get("/v1/models", [model](const httplib::Request&, httplib::Response& res) {
+    if (std::optional<json> m = model(res)) SetJson(res, 200, {{"object", "list"}, {"data", json::array({*m})}});
+  });
+  server_.Get(R"(/v1/models/(.+))", [model](const httplib::Request& req, httplib::Response& res) {
+    std::optional<json> m = model(res);
+    if (!m) return;
+    if ((*m)["id"] != req.matches[1].str()) {
+      return SetError(res, openai::WithCode(absl::NotFoundError(absl::StrCat("the model `", req.matches[1].str(),
+                                                                             "` does not exist")),
+                                            "model_not_found"));
+    }
+    SetJson(res, 200, *m);
   });
   server_.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
     Upstreams* up = svc_->upstreams();

@@ -2,7 +2,7 @@
 // beside the gRPC API and on the same request path:
 //
 //   POST /v1/completions, POST /v1/chat/completions  (openai_handler.h)
-//   GET  /v1/models   the target model
+//   GET  /v1/models, /v1/models/{id}   the target model
 //   GET  /health      200 while the target answers, 503 otherwise
 //   GET  /ready       200 when a request would be admitted now (target
 //                     answering, not draining), 503 otherwise

@@ -109,6 +109,13 @@ test('a streamed chat is the gRPC API\'s text for the ChatML prompt', async () =
   assert.equal(whole.usage.prompt_tokens, want.stats.prompt_tokens);
 });
 
+test('models list and retrieve the target', async () => {
+  const m = await client.models.retrieve(model);
+  assert.equal(m.id, model);
+  assert.equal(m.object, 'model');
+  await assert.rejects(client.models.retrieve('no-such-model'), OpenAI.NotFoundError);
+});
+
 test('bad requests get 400 with an OpenAI error body', async () => {
   await assert.rejects(client.completions.create({ model, prompt, temperature: 5 }), (e) => {
     assert.ok(e instanceof OpenAI.BadRequestError, String(e));
