@@ -352,6 +352,7 @@ const std::vector<TemplateUnderTest>& Templates() {
       {"gemma-2-it.jinja", "<bos>", "<eos>"},
       {"phi-3-mini-instruct.jinja", "<s>", "<|endoftext|>"},
       {"phi-3.5-mini-instruct.jinja", "<s>", "<|endoftext|>"},
+      {"deepseek-r1-distill-qwen.jinja", "<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>"},
       {"", "", ""},
   };
   return *kTemplates;
