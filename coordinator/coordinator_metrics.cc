@@ -33,6 +33,11 @@ CoordinatorMetrics::CoordinatorMetrics(prometheus::Registry& r)
                            .Help("Draft tokens accepted per round (rounds that drafted)")
                            .Register(r)
                            .Add({}, rpc::CountBuckets(kMaxPosition))),
+      round_k_(prometheus::BuildHistogram()
+                   .Name("specserve_round_k")
+                   .Help("Tokens drafted per round (K; 0 for a plain step)")
+                   .Register(r)
+                   .Add({}, rpc::CountBuckets(kMaxPosition))),
       generated_tokens(CounterFamily(r, "specserve_generated_tokens_total", "Tokens returned to clients").Add({})),
       round_draft(round_.Add({{"phase", "draft"}}, rpc::LatencyBuckets())),
       round_verify(round_.Add({{"phase", "verify"}}, rpc::LatencyBuckets())),
@@ -45,7 +50,14 @@ CoordinatorMetrics::CoordinatorMetrics(prometheus::Registry& r)
                         .Name("specserve_speculation_k")
                         .Help("Tokens drafted in the latest round (K)")
                         .Register(r)
-                        .Add({})) {
+                        .Add({})),
+      request_duration(LatencyHistogram(r, "specserve_request_duration_seconds",
+                                        "From request arrival to its final message, requests that succeeded")),
+      requests_running(prometheus::BuildGauge()
+                           .Name("specserve_requests_running")
+                           .Help("Requests admitted and not yet finished (gRPC and HTTP)")
+                           .Register(r)
+                           .Add({})) {
   auto& pos_proposed = CounterFamily(r, "specserve_draft_position_proposed_total",
                                      "Draft tokens proposed at each position of a round (1 = first)");
   auto& pos_accepted = CounterFamily(r, "specserve_draft_position_accepted_total",
@@ -62,6 +74,7 @@ void CoordinatorMetrics::ObserveRound(const RoundRecord& r) {
   if (r.drafter != "none") round_draft.Observe(r.draft_seconds);
   const int k = r.drafted, accepted = r.accepted;
   speculation_k.Set(k);
+  round_k_.Observe(k);
   if (k <= 0) return;
   Proposed(r.drafter).Increment(k);
   Accepted(r.drafter).Increment(accepted);

@@ -29,6 +29,7 @@ class CoordinatorMetrics {
   prometheus::Family<prometheus::Counter>& fallbacks_;
   prometheus::Family<prometheus::Histogram>& round_;
   prometheus::Histogram& accepted_length_;      // specserve_accepted_length: accepted tokens per round
+  prometheus::Histogram& round_k_;              // specserve_round_k: tokens drafted per round
   std::array<prometheus::Counter*, kMaxPosition> position_proposed_{};  // {position="1".."16"}
   std::array<prometheus::Counter*, kMaxPosition> position_accepted_{};
 
@@ -55,6 +56,8 @@ class CoordinatorMetrics {
   prometheus::Histogram& time_to_first_token;   // specserve_time_to_first_token_seconds
   prometheus::Histogram& inter_token_latency;   // specserve_inter_token_latency_seconds
   prometheus::Gauge& speculation_k;             // specserve_speculation_k: K of the latest round
+  prometheus::Histogram& request_duration;      // specserve_request_duration_seconds: arrival to final, OK requests
+  prometheus::Gauge& requests_running;          // specserve_requests_running: admitted, not finished (gRPC and HTTP)
 };
 
 }  // namespace specserve

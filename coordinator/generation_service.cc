@@ -139,10 +139,12 @@ grpc::Status GenerationService::Admit() {
                         "coordinator at its limit of " + std::to_string(max_requests_) + " concurrent requests");
   }
   ++active_;
+  if (metrics_) metrics_->requests_running.Increment();
   return grpc::Status::OK;
 }
 
 void GenerationService::Release() {
+  if (metrics_) metrics_->requests_running.Decrement();
   std::lock_guard<std::mutex> lock(mu_);
   if (--active_ == 0) idle_.notify_all();
 }

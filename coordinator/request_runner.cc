@@ -134,6 +134,7 @@ class GenerationRun {
     stats.set_draft_seconds(ls.draft_seconds);
     stats.set_verify_seconds(ls.verify_seconds);
     stats.set_network_seconds(ls.network_seconds);
+    if (rc_.metrics) rc_.metrics->request_duration.Observe(stats.total_seconds());
     return final;
   }
 

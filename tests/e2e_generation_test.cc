@@ -240,6 +240,15 @@ TEST_F(GenerationTest, MetricsAgreeWithRequestStatistics) {
   EXPECT_EQ(diff("specserve_round_duration_seconds_count", {"phase=\"network\""}), s.rounds());
   EXPECT_EQ(diff("specserve_time_to_first_token_seconds_count"), 1);
   EXPECT_GE(value(after, "specserve_speculation_k"), 0);
+  EXPECT_EQ(diff("specserve_round_k_count"), s.rounds());
+  EXPECT_EQ(diff("specserve_request_duration_seconds_count"), 1);
+  // The request's slot is freed when its worker returns, just after the final message.
+  std::string now = after;
+  for (int i = 0; i < 50 && Metric(now, "specserve_requests_running") != 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    now = Scrape(cluster_->coordinator_metrics);
+  }
+  EXPECT_EQ(Metric(now, "specserve_requests_running"), 0) << now;
 
   // The services: the session is gone, its blocks are back, the role label
   // is there. A service ends its session when the coordinator's stream
