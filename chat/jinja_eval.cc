@@ -63,6 +63,26 @@ class Evaluator {
     return absl::OkStatus();
   }
 
+  // Work a builtin does in proportion to its input (a filter over a list,
+  // `in`, a method on a long string) counts against max_steps too: one step
+  // per item, or per 16 bytes of a string.
+  static int64_t Cost(const Value& v) {
+    switch (v.kind()) {
+      case Kind::kString: return static_cast<int64_t>(v.str().size() / 16);
+      case Kind::kList: return static_cast<int64_t>(v.items().size());
+      case Kind::kDict:
+      case Kind::kNamespace: return static_cast<int64_t>(v.entries().size());
+      default: return 0;
+    }
+  }
+  absl::Status Charge(int64_t n) {
+    steps_ += n;
+    if (steps_ > limits_.max_steps) {
+      return absl::ResourceExhaustedError(absl::StrCat("chat template: more than ", limits_.max_steps, " steps"));
+    }
+    return absl::OkStatus();
+  }
+
   // Adds the position of the expression at fault, once (errors raised by the
   // template itself keep their text as written).
   absl::Status At(size_t pos, absl::Status s) const {
@@ -183,6 +203,7 @@ class Evaluator {
 
   absl::StatusOr<Flow> ExecFor(const Stmt& s, std::string* out) {
     EVAL_ASSIGN(iterable, Eval(*s.expr));
+    EVAL_CHECK(Charge(Cost(iterable)));
     auto all = Iterate(iterable);
     if (!all.ok()) return At(s.expr->pos, all.status());
     std::vector<Value> items;
@@ -366,11 +387,14 @@ class Evaluator {
       }
       case Expr::Kind::kGetAttr: {
         EVAL_ASSIGN(obj, Eval(*e.args[0]));
-        return GetAttr(obj, e.name, ctx_);
+        EVAL_ASSIGN(attr, GetAttr(obj, e.name, ctx_));
+        if (attr.kind() == Kind::kFunction) EVAL_CHECK(Charge(Cost(obj)));  // a method works on all of OBJ
+        return attr;
       }
       case Expr::Kind::kGetItem: {
         EVAL_ASSIGN(obj, Eval(*e.args[0]));
         EVAL_ASSIGN(key, Eval(*e.args[1]));
+        if (obj.is_string()) EVAL_CHECK(Charge(Cost(obj)));  // indexing counts code points
         return GetItem(obj, key, ctx_);
       }
       case Expr::Kind::kSlice: {
@@ -378,6 +402,7 @@ class Evaluator {
         EVAL_ASSIGN(start, SliceBound(e.args[1].get()));
         EVAL_ASSIGN(stop, SliceBound(e.args[2].get()));
         EVAL_ASSIGN(step, SliceBound(e.args[3].get()));
+        EVAL_CHECK(Charge(Cost(obj)));
         return Slice(obj, start, stop, step);
       }
       case Expr::Kind::kCall: {
@@ -390,11 +415,14 @@ class Evaluator {
               absl::StrCat("chat template: ", KindName(fn.kind()), " object is not callable"));
         }
         EVAL_ASSIGN(args, Args(e, 1));
+        for (const Value& a : args.pos) EVAL_CHECK(Charge(Cost(a)));
+        for (const auto& [k, a] : args.kw) EVAL_CHECK(Charge(Cost(a)));
         return fn.function().fn(args);
       }
       case Expr::Kind::kFilter: {
         EVAL_ASSIGN(in, Eval(*e.args[0]));
         EVAL_ASSIGN(args, Args(e, 1));
+        EVAL_CHECK(Charge(Cost(in)));
         return ApplyFilter(e.name, in, args, ctx_);
       }
       case Expr::Kind::kTest: {
@@ -422,6 +450,7 @@ class Evaluator {
       case Expr::Kind::kBinary: {
         EVAL_ASSIGN(a, Eval(*e.args[0]));
         EVAL_ASSIGN(b, Eval(*e.args[1]));
+        EVAL_CHECK(Charge(Cost(a) + Cost(b)));
         return BinaryOp(e.name, a, b, limits_.max_output_bytes);
       }
       case Expr::Kind::kCompare: return Compare(e);
@@ -445,6 +474,7 @@ class Evaluator {
     EVAL_ASSIGN(left, Eval(*e.args[0]));
     for (size_t i = 0; i < e.ops.size(); ++i) {
       EVAL_ASSIGN(right, Eval(*e.args[i + 1]));
+      EVAL_CHECK(Charge(Cost(left) + Cost(right)));
       const std::string& op = e.ops[i];
       bool r;
       if (op == "==" || op == "!=") {

@@ -61,13 +61,7 @@ absl::StatusOr<Value> Value::Dict(std::vector<std::pair<std::string, Value>> ite
   // Later duplicates overwrite earlier ones in place, as in a Python dict.
   for (auto& item : items) {
     Measure(item.second, &d->depth, &d->has_namespace);
-    const std::string& key = item.first;
-    auto it = std::find_if(d->entries.begin(), d->entries.end(), [&](const auto& e) { return e.first == key; });
-    if (it != d->entries.end()) {
-      it->second = std::move(item.second);
-    } else {
-      d->entries.push_back(std::move(item));
-    }
+    d->Set(std::move(item.first), std::move(item.second));
   }
   if (auto s = CheckDepth(d->depth); !s.ok()) return s;
   Value v;
@@ -135,10 +129,25 @@ const std::vector<std::pair<std::string, Value>>& Value::entries() const {
 }
 
 const Value* Value::Find(std::string_view key) const {
-  for (const auto& [k, x] : entries()) {
-    if (k == key) return &x;
+  const auto* d = std::get_if<std::shared_ptr<DictData>>(&v_);
+  if (d == nullptr) return nullptr;
+  const int64_t at = (*d)->IndexOf(key);
+  return at < 0 ? nullptr : &(*d)->entries[static_cast<size_t>(at)].second;
+}
+
+int64_t DictData::IndexOf(std::string_view key) const {
+  auto it = index.find(absl::string_view(key.data(), key.size()));
+  return it == index.end() ? -1 : static_cast<int64_t>(it->second);
+}
+
+void DictData::Set(std::string key, Value value) {
+  const int64_t at = IndexOf(key);
+  if (at >= 0) {
+    entries[static_cast<size_t>(at)].second = std::move(value);
+    return;
   }
-  return nullptr;
+  index.emplace(key, entries.size());
+  entries.emplace_back(std::move(key), std::move(value));
 }
 
 absl::Status Value::NamespaceSet(const std::string& key, Value value) const {
@@ -152,13 +161,7 @@ absl::Status Value::NamespaceSet(const std::string& key, Value value) const {
   }
   DictData& d = **p;
   d.depth = std::max(d.depth, value.depth() + 1);
-  for (auto& [k, x] : d.entries) {
-    if (k == key) {
-      x = std::move(value);
-      return absl::OkStatus();
-    }
-  }
-  d.entries.emplace_back(key, std::move(value));
+  d.Set(key, std::move(value));
   return absl::OkStatus();
 }
 

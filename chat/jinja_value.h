@@ -17,6 +17,7 @@
 #include <variant>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
@@ -103,6 +104,10 @@ struct ListData {
 };
 struct DictData {
   std::vector<std::pair<std::string, Value>> entries;
+  absl::flat_hash_map<std::string, size_t> index;  // key -> position in entries
+  // The position of KEY, or -1; and KEY set to VALUE (in place or appended).
+  int64_t IndexOf(std::string_view key) const;
+  void Set(std::string key, Value value);
   int depth = 1;
   bool has_namespace = false;
 };

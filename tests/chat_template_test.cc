@@ -265,6 +265,14 @@ TEST(JinjaErrorTest, HostileTemplatesHitLimitsNotTheStack) {
   for (int i = 0; i < 10000; ++i) ifs += "{% if true %}";
   EXPECT_NE(R(ifs).find("nesting deeper"), std::string::npos);
   EXPECT_NE(R("{% set ns = namespace(a=[]) %}{% for i in range(100) %}{% set ns.a = [ns.a] %}{% endfor %}").find("ERROR"), std::string::npos);
+  // Work inside builtins counts: `in` over a long list, string indexing.
+  EXPECT_NE(R("{% set l = range(100000)|list %}{% for i in range(100000) %}{{ i in l }}{% endfor %}").find("steps"),
+            std::string::npos);
+  EXPECT_NE(R("{% set s = 'x' * 1000000 %}{% for i in range(100000) %}{{ s[i] }}{% endfor %}").find("steps"),
+            std::string::npos);
+  std::string dict = "{% set d = {";
+  for (int i = 0; i < 50000; ++i) dict += "'k" + std::to_string(i) + "': " + std::to_string(i) + ",";
+  EXPECT_EQ(R(dict + "} %}{{ d|length }} {{ d['k49999'] }} {{ d.k7 }}"), "50000 49999 7");
   EXPECT_NE(R("{{ 9223372036854775807 + 1 }}").find("overflow"), std::string::npos);
   EXPECT_NE(R("{{ 99999999999999999999 }}").find("out of range"), std::string::npos);
   EXPECT_NE(R("{{ 1 // 0 }}").find("zero"), std::string::npos);
