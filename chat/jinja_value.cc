@@ -284,17 +284,18 @@ std::string FloatRepr(double d) {
   const int n = static_cast<int>(digits.size());
   if (exp >= -4 && exp < 16) {
     const int point = exp + 1;  // digits before the decimal point
+    // (append, not operator+: GCC 12 warns falsely about the temporaries)
     if (point <= 0) {
-      out += "0." + std::string(-point, '0') + digits;
+      out.append("0.").append(static_cast<size_t>(-point), '0').append(digits);
     } else if (point >= n) {
-      out += digits + std::string(point - n, '0') + ".0";
+      out.append(digits).append(static_cast<size_t>(point - n), '0').append(".0");
     } else {
-      out += digits.substr(0, point) + "." + digits.substr(point);
+      out.append(digits, 0, static_cast<size_t>(point)).append(".").append(digits, static_cast<size_t>(point));
     }
     return out;
   }
   out.push_back(digits[0]);
-  if (n > 1) out += "." + digits.substr(1);
+  if (n > 1) out.append(".").append(digits, 1);
   char ebuf[16];
   std::snprintf(ebuf, sizeof ebuf, "e%c%02d", exp < 0 ? '-' : '+', exp < 0 ? -exp : exp);
   return out + ebuf;
