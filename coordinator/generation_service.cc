@@ -3,6 +3,7 @@
 #include <memory>
 #include <thread>
 
+#include "coordinator/request_log.h"
 #include "rpc/bidi_session.h"
 #include "rpc/service_metrics.h"
 #include "rpc/status_convert.h"
@@ -12,20 +13,44 @@ namespace {
 
 using Resp = v1::GenerateResponse;
 
+// The caller's x-request-id or a new one, sent back in the initial metadata.
+std::string TakeRequestId(grpc::CallbackServerContext* ctx) {
+  auto it = ctx->client_metadata().find(kRequestIdHeader);
+  const std::string given = it == ctx->client_metadata().end() ? "" : std::string(it->second.data(), it->second.size());
+  std::string id = RequestId(given);
+  ctx->AddInitialMetadata(kRequestIdHeader, id);
+  return id;
+}
+
+void Log(const std::string& id, const char* what, const absl::StatusOr<v1::Final>& final,
+         std::chrono::steady_clock::time_point arrived) {
+  RequestLogLine line{"grpc", id, what, absl::StatusCodeToString(final.status().code())};
+  line.arrived = arrived;
+  if (final.ok()) {
+    line.prompt_tokens = final->stats().prompt_tokens();
+    line.completion_tokens = final->stats().tokens();
+  } else {
+    line.note = std::string(final.status().message());
+  }
+  LogRequest(line);
+}
+
 // Server streaming: deltas as rounds commit, then the final message.
 class GenerateCall final : public grpc::ServerWriteReactor<Resp>, public rpc::StreamHandle<Resp>::Writer {
  public:
   GenerateCall(GenerationService* svc, grpc::CallbackServerContext* ctx, const v1::GenerateRequest& req)
       : handle_(std::make_shared<rpc::StreamHandle<Resp>>(this)), cancel_(std::make_shared<CancelGroup>()) {
     const auto arrived = std::chrono::steady_clock::now();
+    std::string id = TakeRequestId(ctx);
     if (grpc::Status s = svc->Admit(); !s.ok()) {
       svc->CountRequest(s);
+      Log(id, "Generate", rpc::FromGrpc(s), arrived);
       handle_->Finish(s);
       return;
     }
     // The worker owns copies of everything it needs: the reactor may be gone
     // before the worker returns from Finish.
-    svc->Spawn([svc, handle = handle_, cancel = cancel_, req, deadline = ctx->deadline(), arrived] {
+    svc->Spawn([svc, handle = handle_, cancel = cancel_, req, deadline = ctx->deadline(), arrived, id = std::move(id)] {
       RequestContext rc = svc->Context(cancel.get(), deadline, arrived);
       rc.on_delta = [&handle](v1::Delta d) {
         Resp r;
@@ -34,6 +59,7 @@ class GenerateCall final : public grpc::ServerWriteReactor<Resp>, public rpc::St
         return true;  // a client that left is seen through OnCancel
       };
       absl::StatusOr<v1::Final> final = RunGeneration(req, svc->options(), rc);
+      Log(id, "Generate", final, arrived);
       const grpc::Status st = rpc::ToGrpc(final.status());
       if (final.ok()) {
         Resp r;
@@ -66,13 +92,15 @@ class UnaryCall final : public grpc::ServerUnaryReactor {
             v1::GenerateUnaryResponse* resp)
       : cancel_(std::make_shared<CancelGroup>()) {
     const auto arrived = std::chrono::steady_clock::now();
+    std::string id = TakeRequestId(ctx);
     if (grpc::Status s = svc->Admit(); !s.ok()) {
       svc->CountRequest(s);
+      Log(id, "GenerateUnary", rpc::FromGrpc(s), arrived);
       Finish(s);
       return;
     }
     // `this` and `resp` stay valid until Finish below (OnDone comes after it).
-    svc->Spawn([this, svc, resp, req, deadline = ctx->deadline(), arrived, cancel = cancel_] {
+    svc->Spawn([this, svc, resp, req, deadline = ctx->deadline(), arrived, cancel = cancel_, id = std::move(id)] {
       RequestContext rc = svc->Context(cancel.get(), deadline, arrived);
       rc.on_delta = [resp](v1::Delta d) {
         resp->mutable_text()->append(d.text());
@@ -80,6 +108,7 @@ class UnaryCall final : public grpc::ServerUnaryReactor {
         return true;
       };
       absl::StatusOr<v1::Final> final = RunGeneration(req, svc->options(), rc);
+      Log(id, "GenerateUnary", final, arrived);
       const grpc::Status st = rpc::ToGrpc(final.status());
       if (final.ok()) {
         resp->set_finish_reason(final->finish_reason());

@@ -2,32 +2,16 @@
 
 #include <optional>
 
-#include "absl/random/random.h"
-#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "coordinator/openai_error.h"
+#include "coordinator/request_log.h"
 
 namespace specserve {
 namespace {
 
 using json = nlohmann::json;
-constexpr char kRequestIdHeader[] = "X-Request-Id";
-
-bool UsableRequestId(const std::string& id) {
-  if (id.empty() || id.size() > 128) return false;
-  for (char c : id) {
-    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != ':' && c != '-') return false;
-  }
-  return true;
-}
-
-std::string NewRequestId() {
-  thread_local absl::BitGen gen;
-  return absl::StrFormat("%016x%016x", absl::Uniform<uint64_t>(gen), absl::Uniform<uint64_t>(gen));
-}
 
 // Constant time in the key's content (the length may show).
 bool SameKey(const std::string& given, const std::string& key) {
@@ -76,9 +60,8 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpOptions&
 void HttpServer::Routes() {
   // Before every route: the request id, then the API key for /v1/.
   server_.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    std::string id = req.get_header_value(kRequestIdHeader);
-    if (!UsableRequestId(id)) id = NewRequestId();
-    res.set_header(kRequestIdHeader, id);
+    const std::string id = RequestId(req.get_header_value(kRequestIdHeader));
+    res.set_header("X-Request-Id", id);
     // Probes need no key; every other path does (unknown ones included).
     if (!opts_.api_key.empty() && req.path != "/health" && req.path != "/ready") {
       const std::string auth = req.get_header_value("Authorization");
@@ -87,7 +70,7 @@ void HttpServer::Routes() {
         SetError(res, openai::WithCode(absl::UnauthenticatedError(bearer ? "incorrect API key"
                                                                          : "missing API key (Authorization: Bearer KEY)"),
                                        "invalid_api_key"));
-        std::fprintf(stderr, "specserve-coordinator: http request_id=%s %s 401\n", id.c_str(), req.path.c_str());
+        LogRequest({"http", id, req.path, "401", 1, 0, 0, std::chrono::steady_clock::now(), "API key"});
         return httplib::Server::HandlerResponse::Handled;
       }
     }

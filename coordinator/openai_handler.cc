@@ -8,6 +8,7 @@
 #include "common/status_macros.h"
 #include "coordinator/openai_error.h"
 #include "coordinator/openai_response.h"
+#include "coordinator/request_log.h"
 #include "coordinator/request_plan.h"
 
 namespace specserve {
@@ -33,13 +34,8 @@ void SetError(httplib::Response& res, const absl::Status& s) {
 void Log(const std::string& request_id, const std::string& path, int status, int n,
          const std::vector<ChoiceResult>& results, SteadyClock::time_point t0, const std::string& note) {
   const json usage = openai::Usage(results);
-  std::fprintf(stderr,
-               "specserve-coordinator: http request_id=%s %s %d n=%d prompt_tokens=%lld completion_tokens=%lld "
-               "%.3fs%s%s\n",
-               request_id.c_str(), path.c_str(), status, n, usage["prompt_tokens"].get<long long>(),
-               usage["completion_tokens"].get<long long>(),
-               std::chrono::duration<double>(SteadyClock::now() - t0).count(), note.empty() ? "" : ": ",
-               note.c_str());
+  LogRequest({"http", request_id, path, std::to_string(status), n, usage["prompt_tokens"].get<int64_t>(),
+              usage["completion_tokens"].get<int64_t>(), t0, note});
 }
 
 // Folds one choice's event into its result. Returns the error of a failed choice.

@@ -190,6 +190,26 @@ TEST_F(GenerationTest, StopTokenIdEndsBeforeItAndPromptTokensAreCounted) {
   EXPECT_EQ(e2e::Generate(*cluster_->stub, req).status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
 }
 
+TEST_F(GenerationTest, RequestIdComesBackInMetadataAndIsLogged) {
+  for (const std::string given : {"grpc-id-1", ""}) {
+    grpc::ClientContext ctx;
+    if (!given.empty()) ctx.AddMetadata("x-request-id", given);
+    v1::GenerateUnaryResponse resp;
+    ASSERT_TRUE(cluster_->stub->GenerateUnary(&ctx, Request(kPrompts[0], 4, v1::DRAFTER_MODEL), &resp).ok());
+    auto it = ctx.GetServerInitialMetadata().find("x-request-id");
+    ASSERT_NE(it, ctx.GetServerInitialMetadata().end());
+    const std::string id(it->second.data(), it->second.size());
+    if (!given.empty()) {
+      EXPECT_EQ(id, given);
+    } else {
+      EXPECT_EQ(id.size(), 32u);  // generated
+    }
+    EXPECT_NE(cluster_->coordinator->LogTail().find("grpc request_id=" + id + " GenerateUnary OK n=1 prompt_tokens="),
+              std::string::npos)
+        << cluster_->coordinator->LogTail();
+  }
+}
+
 TEST_F(GenerationTest, MaxTokensIsExact) {
   for (int n : {1, 5, 17}) {
     e2e::StreamResult r = e2e::Generate(*cluster_->stub, Request(kPrompts[1], n, v1::DRAFTER_MODEL, 8));
