@@ -45,6 +45,12 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpOptions&
   const int threads = opts.threads;
   s->server_.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   s->server_.set_payload_max_length(opts.max_body_bytes);
+  // SO_REUSEADDR only: httplib's default adds SO_REUSEPORT, with which a
+  // second coordinator would share the port instead of failing to start.
+  s->server_.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, reinterpret_cast<const void*>(&yes), sizeof(yes));
+  });
   s->Routes();
   if (port == 0) {
     port = s->server_.bind_to_any_port(host);

@@ -98,6 +98,13 @@ for name, code in (("badjson", 400), ("noroute", 404), ("nokey", 401)):
 print("curl checks passed")
 EOF
 grep -q 'http request_id=curl-sse-1 /v1/completions 200' "$work/logs/coordinator.log" || fail "no log line for curl-sse-1"
+# A second coordinator on the same HTTP port fails to start (no port sharing).
+set +e
+"$SPECSERVE_BIN/specserve-coordinator" --listen "127.0.0.1:$(free_port)" --metrics-port 0 --target "$TARGET_ADDR" \
+  --http-listen "127.0.0.1:$HTTP_PORT" >/dev/null 2>"$work/busy_port.err"
+rc=$?
+set -e
+[ "$rc" -ne 0 ] && grep -q 'cannot bind' "$work/busy_port.err" || fail "a second coordinator on the HTTP port: rc $rc"
 
 # 3. The openai JavaScript client.
 SPECSERVE_BASE_URL=$BASE/v1 SPECSERVE_API_KEY=$key SPECSERVE_WORK=$work SPECSERVE_PROMPT_TOKENS=$prompt_tokens \
