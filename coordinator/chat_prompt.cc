@@ -8,15 +8,7 @@
 namespace specserve {
 namespace {
 
-constexpr char kImStart[] = "<|im_start|>";
 constexpr char kImEnd[] = "<|im_end|>";
-
-std::string RenderChatMl(const std::vector<ChatMessage>& messages) {
-  std::string out;
-  for (const ChatMessage& m : messages) absl::StrAppend(&out, kImStart, m.role, "\n", m.content, kImEnd, "\n");
-  absl::StrAppend(&out, kImStart, "assistant\n");
-  return out;
-}
 
 }  // namespace
 
@@ -25,17 +17,16 @@ absl::StatusOr<std::unique_ptr<ChatPrompt>> ChatPrompt::Make(const std::string& 
                                                              std::vector<TokenId> end_of_turn_ids) {
   std::unique_ptr<ChatPrompt> p(new ChatPrompt(tokenizer));
   p->end_of_turn_ids_ = std::move(end_of_turn_ids);
-#ifdef SPECSERVE_HAVE_CHAT_TEMPLATE
-  if (!template_source.empty()) {
+  const std::string bos = tokenizer.piece(tokenizer.bos()), eos = tokenizer.piece(tokenizer.eos());
+  if (template_source.empty()) {
+    p->template_ = ChatMlTemplate(bos, eos);
+  } else {
     p->template_source_ = template_source;
-    p->template_.source = template_source;
-    p->template_.bos_token = tokenizer.piece(tokenizer.bos());
-    p->template_.eos_token = tokenizer.piece(tokenizer.eos());
+    p->template_ = ChatTemplate{template_source, bos, eos};
     if (absl::Status s = CheckChatTemplate(p->template_); !s.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("chat template: ", s.message()));
     }
   }
-#endif
   for (TokenId id = 0; id < tokenizer.vocab_size(); ++id) {
     const TokenType t = tokenizer.type(id);
     const std::string& piece = tokenizer.piece(id);
@@ -55,10 +46,7 @@ std::string ChatPrompt::description() const {
 }
 
 absl::StatusOr<std::string> ChatPrompt::RenderText(const std::vector<ChatMessage>& messages) const {
-#ifdef SPECSERVE_HAVE_CHAT_TEMPLATE
-  if (!template_source_.empty()) return RenderChat(template_, messages, /*add_generation_prompt=*/true);
-#endif
-  return RenderChatMl(messages);
+  return RenderChat(template_, messages, /*add_generation_prompt=*/true);
 }
 
 std::vector<TokenId> ChatPrompt::EncodeWithSpecials(const std::string& text) const {

@@ -5,8 +5,7 @@
 //
 //   <|im_start|>{role}\n{content}<|im_end|>\n ... <|im_start|>assistant\n
 //
-// Rendering a Jinja template needs the template engine (chat/chat_template.h,
-// SPECSERVE_HAVE_CHAT_TEMPLATE); without it every template renders as ChatML.
+// Rendering is chat/chat_template.h's RenderChat (HF transformers' rules).
 //
 // The rendered text becomes token ids here, not in the request plan: the
 // pieces of control and user-defined tokens in it ("<|im_start|>") become
@@ -21,17 +20,7 @@
 #include "absl/status/statusor.h"
 #include "common/tokenizer.h"
 
-#ifdef SPECSERVE_HAVE_CHAT_TEMPLATE
 #include "chat/chat_template.h"
-#else
-namespace specserve {
-// chat/chat_template.h's message, until that library is built.
-struct ChatMessage {
-  std::string role;
-  std::string content;
-};
-}  // namespace specserve
-#endif
 
 namespace specserve {
 
@@ -70,9 +59,7 @@ class ChatPrompt {
   // Special tokens' pieces, longest first, and which bytes can start one.
   std::vector<std::pair<std::string, TokenId>> specials_;
   bool starts_special_[256] = {};
-#ifdef SPECSERVE_HAVE_CHAT_TEMPLATE
-  ChatTemplate template_;
-#endif
+  ChatTemplate template_;  // source empty: ChatML
 };
 
 }  // namespace specserve

@@ -10,6 +10,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "chat/chat_template.h"
 #include "common/cli_args.h"
 #include "common/status_macros.h"
 #include "coordinator/coordinator_metrics.h"
@@ -47,6 +48,9 @@ absl::Status ReadHttpFlags(const CliArgs& a, Flags* f) {
   }
   if (const std::string path = a.Str("chat-template"); !path.empty()) {
     ASSIGN_OR_RETURN(f->http.chat_template, ReadTextFile("chat-template", path));
+    if (absl::Status s = CheckChatTemplate(ChatTemplate{f->http.chat_template, "", ""}); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--chat-template ", path, ": ", s.message()));
+    }
   }
   // Each connection has a thread; leave room for idle keep-alive ones.
   f->http.threads = f->max_sessions + 32;

@@ -58,11 +58,10 @@ TEST(ChatPromptTest, NoMessagesIsABadRequest) {
 }  // namespace
 }  // namespace specserve
 
-#ifdef SPECSERVE_HAVE_CHAT_TEMPLATE
 namespace specserve {
 namespace {
 
-// With the template engine: a model's Jinja template, its BOS written by the
+// A model's Jinja template, its BOS written by the
 // template itself and not doubled.
 TEST(ChatPromptTest, RendersAJinjaTemplate) {
   std::unique_ptr<Tokenizer> tok = testing::BundledTokenizer();
@@ -80,4 +79,3 @@ TEST(ChatPromptTest, RendersAJinjaTemplate) {
 
 }  // namespace
 }  // namespace specserve
-#endif

@@ -116,15 +116,32 @@ SPECSERVE_COORD_LOG=$work/logs/coordinator.log \
 #    429 while a long stream runs; after SIGTERM new requests get 503 and
 #    /ready says 503, the running stream still ends with its finish and
 #    [DONE], and the process exits 0.
+#    It renders chats with --chat-template: the text equals the gRPC API's
+#    for the prompt that template renders.
 read -r C2_PORT C2_HTTP C2_METRICS <<<"$(free_ports 3)"
+printf '%s' $'{% for m in messages %}### {{ m[\'role\'] }}:\n{{ m[\'content\'] }}\n{% endfor %}{% if add_generation_prompt %}### assistant:\n{% endif %}' \
+  >"$work/template.jinja"
 "$SPECSERVE_BIN/specserve-coordinator" --listen "127.0.0.1:$C2_PORT" --target "$TARGET_ADDR" --draft "$DRAFT_ADDR" \
-  --metrics-port "$C2_METRICS" --http-listen "127.0.0.1:$C2_HTTP" --max-sessions 1 >"$work/logs/coordinator2.log" 2>&1 &
+  --metrics-port "$C2_METRICS" --http-listen "127.0.0.1:$C2_HTTP" --max-sessions 1 --chat-template "$work/template.jinja" \
+  >"$work/logs/coordinator2.log" 2>&1 &
 c2=$!
 STACK_PIDS+=("$c2")
 for i in $(seq 100); do
   [ "$(curl -sS -o /dev/null -w '%{http_code}' "http://127.0.0.1:$C2_HTTP/ready" 2>/dev/null || true)" = 200 ] && break
   sleep 0.1
 done
+grpc --prompt $'### user:\ndef add(a, b):\n    return\n### assistant:\n' >"$work/grpc_template.json"
+curl -sS -H 'Content-Type: application/json' -d '{"messages": [{"role": "user", "content": "def add(a, b):\n    return"}],
+  "max_tokens": 48, "temperature": 0, "speculative": {"k": 4}}' "http://127.0.0.1:$C2_HTTP/v1/chat/completions" \
+  >"$work/template_chat.json"
+"$PYTHON" - "$work" <<'EOF' || fail "chat with --chat-template"
+import json, sys
+want = json.load(open(sys.argv[1] + "/grpc_template.json"))
+got = json.load(open(sys.argv[1] + "/template_chat.json"))
+assert got["choices"][0]["message"]["content"] == want["text"], (got, want["text"])
+assert got["usage"]["prompt_tokens"] == want["stats"]["prompt_tokens"], (got["usage"], want["stats"])
+EOF
+grep -q 'chat requests render with Jinja template' "$work/logs/coordinator2.log" || fail "--chat-template not used"
 long_tokens=$("$PYTHON" -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["token_ids"]))' "$work/grpc_long.json")
 body=$("$PYTHON" -c 'import json,sys; print(json.dumps({"prompt": sys.argv[1], "max_tokens": int(sys.argv[2]),
         "temperature": 0, "stream": True, "speculative": {"drafter": "none"}}))' "$prompt" "$long_tokens")
