@@ -59,7 +59,7 @@ class ChatPrompt {
   // Special tokens' pieces, longest first, and which bytes can start one.
   std::vector<std::pair<std::string, TokenId>> specials_;
   bool starts_special_[256] = {};
-  ChatTemplate template_;  // source empty: ChatML
+  ChatTemplate template_;  // what renders: the given template, else ChatML
 };
 
 }  // namespace specserve
