@@ -4,7 +4,7 @@ set -euo pipefail
 pkgs=(build-essential cmake ninja-build ccache pkg-config git
       libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
       libabsl-dev prometheus-cpp-dev libgtest-dev libgmock-dev libbenchmark-dev
-      nlohmann-json3-dev libcpp-httplib-dev libicu-dev python3 python3-grpcio python3-protobuf python3-yaml yamllint curl
+      nlohmann-json3-dev libcpp-httplib-dev libicu-dev python3 python3-grpcio python3-protobuf python3-venv python3-setuptools python3-yaml yamllint curl
       prometheus python3-prometheus-client python3-jinja2
       clang-14 libclang-rt-14-dev)
 # The deploy checks render the manifests with `kubectl kustomize`: Debian's
@@ -16,6 +16,9 @@ command -v kubectl >/dev/null 2>&1 || pkgs+=(kubernetes-client)
 # vendor's nodejs package bundles npm and conflicts with Debian's).
 command -v node >/dev/null 2>&1 || pkgs+=(nodejs)
 command -v npm >/dev/null 2>&1 || pkgs+=(npm)
+# python3-venv and python3-setuptools: `pip install clients/python` (the
+# Python client package) builds offline in a venv with Debian's setuptools;
+# protobuf-compiler-grpc's grpc_python_plugin generates its gRPC modules.
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

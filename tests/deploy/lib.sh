@@ -14,13 +14,13 @@ STACK_PIDS=()
 
 deploy_log() { echo "[$(basename "$0")] $*" >&2; }
 
-# A test that starts the servers from Python: finds both, makes $work (the
-# caller removes it in its EXIT trap) and keeps generated message classes in it.
+# A test that starts the servers from Python: finds both and makes $work
+# (the caller removes it in its EXIT trap). $CLIENT_PY uses the installed
+# `specserve` package, or builds it into a temporary folder of its own.
 init_python_test() {
   find_python
   find_servers
   work=$(mktemp -d)
-  export SPECSERVE_PY_GEN=$work/gen
 }
 
 # A python3 with grpcio and protobuf: Debian's python3-grpcio lives in
@@ -37,6 +37,44 @@ find_python() {
   done
   deploy_log "no python3 with grpc and protobuf (apt-get install python3-grpcio python3-protobuf)"
   return 1
+}
+
+# deploy_missing WHAT: an input of the test is missing: skip (exit 77), or
+# fail under CI=true, where every input must be there.
+deploy_missing() {
+  if [ "${CI:-}" = true ]; then deploy_log "FAIL: $* (CI=true: a missing input is a failure)"; exit 1; fi
+  deploy_log "SKIP: $*"
+  exit 77
+}
+
+# What building the Python package needs besides grpc and protobuf: venv,
+# setuptools, and protoc with the gRPC Python plugin (or grpcio-tools).
+# Exits through deploy_missing.
+require_python_package_tools() {
+  find_python || deploy_missing "no python3 with grpc and protobuf (tools/setup.sh)"
+  "$PYTHON" -c 'import venv, ensurepip, setuptools' 2>/dev/null \
+    || deploy_missing "$PYTHON lacks venv/ensurepip or setuptools (apt-get install python3-venv python3-setuptools)"
+  if ! { command -v protoc && command -v grpc_python_plugin; } >/dev/null && ! "$PYTHON" -c 'import grpc_tools' 2>/dev/null; then
+    deploy_missing "no protoc with grpc_python_plugin (apt-get install protobuf-compiler protobuf-compiler-grpc)"
+  fi
+}
+
+# install_python_package DIR: pip-installs the `specserve` package
+# (clients/python) into a new venv DIR/venv that sees Debian's grpcio and
+# protobuf (--system-site-packages), offline: --no-index, and
+# --no-build-isolation so the build uses Debian's setuptools. It builds from
+# a copy of clients/python and proto/ in DIR/src, leaving the checkout
+# untouched. Sets VENV_PYTHON.
+install_python_package() {
+  local dir=$1
+  mkdir -p "$dir/src/clients"
+  cp -r "$DEPLOY_ROOT/clients/python" "$dir/src/clients/"
+  cp -r "$DEPLOY_ROOT/proto" "$dir/src/"
+  rm -rf "$dir/src/clients/python/build" "$dir/src/clients/python/src/"*.egg-info
+  "$PYTHON" -m venv --system-site-packages "$dir/venv" || return 1
+  VENV_PYTHON=$dir/venv/bin/python
+  PIP_DISABLE_PIP_VERSION_CHECK=1 "$VENV_PYTHON" -m pip install --quiet --no-index --no-cache-dir \
+    --no-build-isolation "$dir/src/clients/python" || return 1
 }
 
 # Fails unless the three servers are built.
