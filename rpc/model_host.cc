@@ -10,6 +10,7 @@ absl::StatusOr<std::unique_ptr<ModelHost>> ModelHost::Load(const ServiceFlags& f
   auto h = std::make_unique<ModelHost>();
   ASSIGN_OR_RETURN(h->model, Model::Load(flags.model));
   ASSIGN_OR_RETURN(h->backend, MakeBackend(*h->model, flags.backend));
+  if (flags.prefix_cache) h->backend->kv_pool().EnablePrefixCache();
   const ModelConfig& c = h->model->config;
   v1::ModelInfo& info = h->info;
   info.set_name(c.name);

@@ -52,6 +52,9 @@ void DeclareServiceFlags(CliArgs& a, const std::string& default_listen, int defa
          "KV cache blocks of 16 positions (0: room for --max-sessions full contexts, within --kv-memory-mib)");
   a.Flag("kv-memory-mib", "1024", "with --kv-blocks 0: the most memory the KV cache may take");
   a.Flag("backend", "cpu", "cpu or cuda");
+  a.Flag("prefix-cache", "on",
+         "on: sessions whose prompts start with the same whole KV blocks as a recent one reuse its keys and values "
+         "instead of computing them (common/kv_cache.h); off: every prompt is computed");
   a.Flag("device", "0", "CUDA device index");
   a.Flag("queue-timeout-s", "10",
          "a session that does not fit the KV pool or --max-sessions waits this long, in arrival order, before "
@@ -70,6 +73,9 @@ absl::StatusOr<ServiceFlags> ReadServiceFlags(const CliArgs& a) {
   ASSIGN_OR_RETURN(int64_t kv_blocks, a.Int("kv-blocks", 0, 1 << 30));
   ASSIGN_OR_RETURN(int64_t device, a.Int("device", 0, 64));
   ASSIGN_OR_RETURN(f.cpus, ParseCpuList(a.Str("cpus")));
+  const std::string prefix_cache = a.Str("prefix-cache");
+  if (prefix_cache != "on" && prefix_cache != "off") return absl::InvalidArgumentError("--prefix-cache must be on or off");
+  f.prefix_cache = prefix_cache == "on";
   f.backend.kind = a.Str("backend");
   f.backend.threads = static_cast<int>(threads);
   f.backend.kv_blocks = static_cast<int32_t>(kv_blocks);

@@ -35,6 +35,7 @@ struct ServiceFlags : ServerFlags {
   std::chrono::milliseconds session_idle_timeout{30000};
   std::chrono::milliseconds queue_timeout{10000};
   std::vector<int> cpus;  // --cpus: cores to pin the process to (empty: no pinning)
+  bool prefix_cache = true;  // --prefix-cache: share the KV blocks of common prompt prefixes
 };
 
 // Declares the server flags and --model, --threads, --cpus, --kv-blocks, --backend,

@@ -27,6 +27,13 @@ struct ServiceMetrics {
   prometheus::Histogram& batch_size;      // specserve_batch_size: sequences per forward pass
   prometheus::Histogram& forward_seconds; // specserve_forward_duration_seconds
   prometheus::Counter& rollback_tokens;   // specserve_rollback_tokens_total: KV positions truncated
+  // Prefix caching (--prefix-cache): sessions that looked up their prompt's
+  // whole blocks, those that found some, the positions attached instead of
+  // computed, and the cached blocks no session holds (reusable, evictable).
+  prometheus::Counter& prefix_cache_queries;     // specserve_prefix_cache_queries_total
+  prometheus::Counter& prefix_cache_hits;        // specserve_prefix_cache_hits_total
+  prometheus::Counter& prefix_cache_hit_tokens;  // specserve_prefix_cache_hit_tokens_total
+  prometheus::Gauge& prefix_cache_blocks;        // specserve_prefix_cache_blocks
 
   // specserve_sessions_total{status}: how sessions ended. status is a
   // lowercase gRPC code name ("ok", "cancelled", "resource_exhausted", ...).

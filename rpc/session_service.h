@@ -184,6 +184,16 @@ class SessionService : public SessionSink<Req, Resp> {
     return s;
   }
 
+  // The pool's cumulative prefix-cache figures, as counter increments.
+  void ExportPrefixStats() {
+    const KvPool::PrefixStats s = backend().kv_pool().prefix_stats();
+    metrics_->prefix_cache_queries.Increment(static_cast<double>(s.queries - prefix_seen_.queries));
+    metrics_->prefix_cache_hits.Increment(static_cast<double>(s.hits - prefix_seen_.hits));
+    metrics_->prefix_cache_hit_tokens.Increment(static_cast<double>(s.hit_tokens - prefix_seen_.hit_tokens));
+    metrics_->prefix_cache_blocks.Set(s.cached_blocks);
+    prefix_seen_ = s;
+  }
+
   void Loop() {
     std::deque<Event> events;
     while (queue_.TakeAll(&events, !HasWork(), std::chrono::milliseconds(200))) {
@@ -195,6 +205,7 @@ class SessionService : public SessionSink<Req, Resp> {
       metrics_->active_sessions.Set(static_cast<double>(sessions_.size()));
       metrics_->kv_blocks_used.Set(backend().kv_pool().used_blocks());
       metrics_->kv_blocks_reserved.Set(admission_->reserved_blocks());
+      ExportPrefixStats();
     }
     // Stopped: whatever is left is cancelled (the server is already shut down).
     for (Waiting& w : waiting_) w.open.handle->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server stopped"));
@@ -313,6 +324,7 @@ class SessionService : public SessionSink<Req, Resp> {
   ModelHost* host_ = nullptr;
   ServiceMetrics* metrics_ = nullptr;
   std::unique_ptr<Admission> admission_;
+  KvPool::PrefixStats prefix_seen_;  // the pool's figures at the last export (scheduler thread)
   std::chrono::milliseconds idle_timeout_{0};
   std::chrono::milliseconds queue_timeout_{0};
   int max_waiting_ = 0;

@@ -9,6 +9,14 @@
 
 namespace specserve {
 
+// After the prefill (the first round): the prompt's whole blocks become
+// attachable by later sessions (KvPool::PublishPrefix).
+void DraftSession::PublishPromptPrefix() {
+  if (prefix_published_) return;
+  prefix_published_ = true;
+  pool_.PublishPrefix(kv_, absl::MakeConstSpan(spec_.prompt.data(), spec_.prompt.size() - 1));
+}
+
 absl::Status DraftSession::Open(const SessionSpec& spec, ForwardSeq* prefill) {
   if (open_) return absl::FailedPreconditionError("session already open");
   RETURN_IF_ERROR(ValidateSessionSpec(spec, config_));
@@ -17,12 +25,18 @@ absl::Status DraftSession::Open(const SessionSpec& spec, ForwardSeq* prefill) {
   proposal_ = {};
   ahead_ = ahead_ready_ = false;
   open_ = true;
-  *prefill = ForwardSeq{&kv_, absl::MakeConstSpan(seq_.tokens().data(), seq_.size() - 1), 0};
+  // prompt[0..n-2] goes into the cache; with prefix caching on, whole blocks
+  // another session already computed are attached instead (kv_.length).
+  const auto cached = absl::MakeConstSpan(seq_.tokens().data(), seq_.size() - 1);
+  prefix_published_ = false;
+  const int32_t attached = pool_.AttachPrefix(kv_, cached);
+  *prefill = ForwardSeq{&kv_, cached.subspan(attached), 0};
   return absl::OkStatus();
 }
 
 absl::Status DraftSession::BeginPropose(int64_t round, const std::optional<RoundResult>& last, int32_t k) {
   if (!open_) return absl::FailedPreconditionError("session is not open");
+  PublishPromptPrefix();
   RETURN_IF_ERROR(seq_.ExpectRound(round));
   if (k < 0 || k > kMaxRoundK) return absl::InvalidArgumentError(absl::StrCat("K = ", k, " not in [0, ", kMaxRoundK, "]"));
   const int32_t proposed = static_cast<int32_t>(proposal_.tokens.size());

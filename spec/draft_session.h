@@ -59,6 +59,8 @@ class DraftSession {
   bool open_ = false;
   SessionSpec spec_;
   CommittedSequence seq_;        // next_round(): the round the next BeginPropose must carry
+  void PublishPromptPrefix();
+  bool prefix_published_ = false;  // the prompt's blocks are in the prefix cache
   KvSeq kv_;                     // a prefix of the committed sequence + proposal
   Proposal proposal_;            // the last proposal (kept to apply its verdict)
   int32_t steps_left_ = 0;

@@ -6,6 +6,14 @@
 
 namespace specserve {
 
+// After the prefill (the first round): the prompt's whole blocks become
+// attachable by later sessions (KvPool::PublishPrefix).
+void TargetSession::PublishPromptPrefix() {
+  if (prefix_published_) return;
+  prefix_published_ = true;
+  pool_.PublishPrefix(kv_, absl::MakeConstSpan(spec_.prompt.data(), spec_.prompt.size() - 1));
+}
+
 static_assert(kMaxRoundK <= kMaxVerifyK, "the verify rule must take every round's block");
 
 absl::Status TargetSession::Open(const SessionSpec& spec, ForwardSeq* prefill) {
@@ -14,13 +22,19 @@ absl::Status TargetSession::Open(const SessionSpec& spec, ForwardSeq* prefill) {
   spec_ = spec;
   seq_.Reset(spec.prompt);
   open_ = true;
-  *prefill = ForwardSeq{&kv_, absl::MakeConstSpan(seq_.tokens().data(), seq_.size() - 1), 0};
+  // prompt[0..n-2] goes into the cache; with prefix caching on, whole blocks
+  // another session already computed are attached instead (kv_.length).
+  const auto cached = absl::MakeConstSpan(seq_.tokens().data(), seq_.size() - 1);
+  prefix_published_ = false;
+  const int32_t attached = pool_.AttachPrefix(kv_, cached);
+  *prefill = ForwardSeq{&kv_, cached.subspan(attached), 0};
   return absl::OkStatus();
 }
 
 absl::Status TargetSession::BeginVerify(int64_t round, const Proposal& p, ForwardSeq* pass) {
   if (!open_) return absl::FailedPreconditionError("session is not open");
   if (in_flight_) return absl::FailedPreconditionError("a verify pass is already in flight");
+  PublishPromptPrefix();
   RETURN_IF_ERROR(seq_.ExpectRound(round));
   const int32_t k = static_cast<int32_t>(p.tokens.size());
   if (k > kMaxRoundK || p.dists.size() != p.tokens.size()) {

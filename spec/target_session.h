@@ -50,6 +50,8 @@ class TargetSession {
   bool open_ = false;
   SessionSpec spec_;
   CommittedSequence seq_;
+  void PublishPromptPrefix();
+  bool prefix_published_ = false;  // the prompt's blocks are in the prefix cache
   KvSeq kv_;                     // holds the committed sequence but its pending token
   bool in_flight_ = false;
   Proposal proposal_;            // the round being verified
