@@ -109,12 +109,7 @@ void KvPool::Truncate(KvSeq& seq, int32_t length) {
   }
 }
 
-void KvPool::Release(KvSeq& seq) {
-  seq.length = 0;
-  absl::MutexLock lock(&mu_);
-  for (auto it = seq.blocks.rbegin(); it != seq.blocks.rend(); ++it) DropBlockLocked(*it);
-  seq.blocks.clear();
-}
+void KvPool::Release(KvSeq& seq) { Truncate(seq, 0); }
 
 int32_t KvPool::AttachPrefix(KvSeq& seq, absl::Span<const TokenId> tokens) {
   SPECSERVE_CHECK(seq.blocks.empty() && seq.length == 0);
