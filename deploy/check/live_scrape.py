@@ -121,7 +121,6 @@ def scrape_running_servers(bin_dir, report, skip=()):
     import grpc
     import specserve_client
     logs = tempfile.mkdtemp(prefix="check-deploy-")
-    os.environ.setdefault("SPECSERVE_PY_GEN", os.path.join(logs, "gen"))
     ports = {k: _free_port() for k in ("t", "tm", "d", "dm", "c", "cm")}
     procs = {}
 

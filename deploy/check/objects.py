@@ -202,6 +202,15 @@ def _check_server_container(where, binary, flags, c, grace, binaries, report):
             report.error(where, "no containerPort named metrics")
         elif str(ports["metrics"]) != mport:
             report.error(where, "--metrics-port %s, but containerPort metrics is %d" % (mport, ports["metrics"]))
+    hlisten = flags.get("http-listen") or binary.default("http-listen")
+    if hlisten:
+        _, hport = _port_of(hlisten)
+        if "http" not in ports:
+            report.error(where, "--http-listen %s, but no containerPort named http" % hlisten)
+        elif hport != ports["http"]:
+            report.error(where, "--http-listen %s, but containerPort http is %d" % (hlisten, ports["http"]))
+    elif "http" in ports:
+        report.error(where, "containerPort http, but no --http-listen")
     for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
         p = c.get(probe)
         if not p:
@@ -214,6 +223,14 @@ def _check_server_container(where, binary, flags, c, grace, binaries, report):
             if p["grpc"].get("service"):
                 report.warn(where, "%s asks about service %r (the servers report the whole server under '')"
                             % (probe, p["grpc"]["service"]))
+        elif "httpGet" in p:
+            # The coordinator's HTTP API: GET /ready or /health on its --http-listen port.
+            hp = p["httpGet"].get("port")
+            if "http" not in ports or hp not in ("http", ports["http"]):
+                report.error(where, "%s httpGet port %r is not the --http-listen port (containerPort http)" % (probe, hp))
+            if p["httpGet"].get("path") not in ("/ready", "/health"):
+                report.error(where, "%s httpGet path %r: the servers answer /ready and /health" %
+                             (probe, p["httpGet"].get("path")))
         elif "exec" in p:
             cmd = p["exec"].get("command") or []
             if not cmd or os.path.basename(cmd[0]) != PROBE:
@@ -230,7 +247,7 @@ def _check_server_container(where, binary, flags, c, grace, binaries, report):
             if pport != ports.get("grpc"):
                 report.error(where, "%s checks port %s, not the service port %s" % (probe, pport, ports.get("grpc")))
         else:
-            report.error(where, "%s is neither a grpc probe nor %s" % (probe, PROBE))
+            report.error(where, "%s is neither a grpc or httpGet probe nor %s" % (probe, PROBE))
     drain = float(flags.get("drain-seconds") or binary.default("drain-seconds") or 0)
     pre = _sleep_seconds(c)
     if grace < drain + pre + 5:

@@ -28,10 +28,8 @@ mkdir -p "$copy/tests" "$copy/tools"
 cp -r "$DEPLOY_ROOT/deploy" "$DEPLOY_ROOT/models" "$DEPLOY_ROOT/proto" "$copy/"
 mkdir -p "$copy/clients"
 cp -r "$DEPLOY_ROOT/clients/python" "$copy/clients/"
-rm -rf "$copy/clients/python/_generated"
 cp -r "$DEPLOY_ROOT/tests/deploy" "$copy/tests/"
 cp "$DEPLOY_ROOT/tools/check_deploy.sh" "$copy/tools/"
-export SPECSERVE_PY_GEN=$work/gen
 
 # edit FILE OLD NEW: replace the first OLD (must exist) in FILE.
 edit() {
@@ -75,6 +73,8 @@ edit deploy/k8s/base/target.yaml $'grpc:\n              port: 50052\n           
 edit deploy/k8s/base/draft.yaml '- --threads=$(DRAFT_THREADS)' '- --thread=$(DRAFT_THREADS)'
 edit deploy/k8s/base/coordinator.yaml '--metrics-port=9101' '--metrics-port=9111'
 edit deploy/k8s/base/coordinator.yaml '--draft=dns:///specserve-draft:50053' '--draft=dns:///specserve-drafts:50053'
+edit deploy/k8s/base/coordinator.yaml '--http-listen=0.0.0.0:8000' '--http-listen=0.0.0.0:8001'
+edit deploy/k8s/base/coordinator.yaml 'path: /ready' 'path: /readyz'
 edit deploy/k8s/base/draft.yaml '- --model=$(DRAFT_MODEL)' '- --model=$(DRAFT_MODLE)'
 edit deploy/k8s/overlays/cpu-demo/quick-drain.yaml 'terminationGracePeriodSeconds: 30' 'terminationGracePeriodSeconds: 12'
 edit deploy/k8s/base/target.yaml 'targetPort: metrics' 'targetPort: metric'
@@ -91,6 +91,8 @@ expect "$work/static.log" \
   "a NetworkPolicy lets other than the coordinator reach gRPC port 50052" \
   "--thread is not a flag of specserve-draft" \
   "--metrics-port 9111, but containerPort metrics is 9101" \
+  "--http-listen 0.0.0.0:8001, but containerPort http is 8000" \
+  "readinessProbe httpGet path '/readyz'" \
   "dns:///specserve-drafts:50053 names no Service" \
   "\$(DRAFT_MODLE) is not defined" \
   "terminationGracePeriodSeconds 12 < preStop 5s + --drain-seconds 10s + 5s" \
