@@ -11,7 +11,8 @@ void ChoiceRuns::Shared::Push(ChoiceEvent ev) {
 }
 
 absl::StatusOr<std::shared_ptr<ChoiceRuns>> ChoiceRuns::Start(GenerationService* svc,
-                                                              std::vector<v1::GenerateRequest> requests) {
+                                                              std::vector<v1::GenerateRequest> requests,
+                                                              ThreadRequestIds ids) {
   const auto arrived = std::chrono::steady_clock::now();
   const int n = static_cast<int>(requests.size());
   for (int i = 0; i < n; ++i) {
@@ -26,8 +27,10 @@ absl::StatusOr<std::shared_ptr<ChoiceRuns>> ChoiceRuns::Start(GenerationService*
   runs->left_ = n;
   for (int i = 0; i < n; ++i) shared->cancels.push_back(std::make_shared<CancelGroup>());
   for (int i = 0; i < n; ++i) {
-    svc->Spawn([svc, shared, i, req = std::move(requests[i]), arrived] {
+    svc->Spawn([svc, shared, i, req = std::move(requests[i]), arrived, ids] {
       RequestContext rc = svc->Context(shared->cancels[i].get(), std::chrono::system_clock::time_point::max(), arrived);
+      rc.request_id = ids.request_id;
+      rc.trace = ids.trace;
       rc.on_delta = [&shared, i](v1::Delta d) {
         ChoiceEvent ev;
         ev.index = i;

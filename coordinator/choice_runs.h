@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "coordinator/generation_service.h"
 #include "coordinator/remote_engines.h"
+#include "coordinator/request_log.h"
 #include "specserve/v1/generation.pb.h"
 
 namespace specserve {
@@ -32,8 +33,10 @@ struct ChoiceEvent {
 class ChoiceRuns {
  public:
   // RESOURCE_EXHAUSTED / UNAVAILABLE from admission, with nothing started.
+  // Every choice carries `ids` (by default the HTTP thread's request).
   static absl::StatusOr<std::shared_ptr<ChoiceRuns>> Start(GenerationService* svc,
-                                                           std::vector<v1::GenerateRequest> requests);
+                                                           std::vector<v1::GenerateRequest> requests,
+                                                           ThreadRequestIds ids = ThreadRequest());
   ~ChoiceRuns() { Cancel(); }
 
   enum class Next { kEvent, kTimeout, kEnd };

@@ -10,12 +10,16 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "chat/chat_template.h"
+#include "common/build_info.h"
 #include "common/cli_args.h"
+#include "common/log.h"
 #include "common/status_macros.h"
 #include "coordinator/coordinator_metrics.h"
 #include "coordinator/generation_service.h"
 #include "coordinator/http_server.h"
+#include "coordinator/stats_log.h"
 #include "coordinator/upstreams.h"
 #include "rpc/metrics_server.h"
 #include "rpc/grpc_server.h"
@@ -29,6 +33,7 @@ struct Flags : rpc::ServerFlags {
   Upstreams::Options upstreams;
   CoordinatorOptions coordinator;
   HttpOptions http;  // http.listen empty: no HTTP API
+  double stats_interval_s = 10;  // the periodic stats line (0: off)
 };
 
 absl::StatusOr<std::string> ReadTextFile(const std::string& flag, const std::string& path) {
@@ -85,6 +90,7 @@ absl::StatusOr<Flags> ReadFlags(const CliArgs& a) {
     f.coordinator.default_k = static_cast<int>(kv);
   }
   f.coordinator.default_max_tokens = static_cast<int>(max_tokens);
+  ASSIGN_OR_RETURN(f.stats_interval_s, a.Double("stats-interval-s", 0, 24 * 3600));
   f.upstreams.max_message_bytes = f.server.max_message_bytes;
   // Mutual TLS toward the services only: the public --listen port stays
   // plaintext (f.server.tls is left off).
@@ -98,7 +104,7 @@ absl::StatusOr<Flags> ReadFlags(const CliArgs& a) {
 }
 
 int Fail(const absl::Status& s) {
-  std::fprintf(stderr, "specserve-coordinator: %s\n", s.ToString().c_str());
+  log::Error(s.ToString());
   return 1;
 }
 
@@ -127,6 +133,9 @@ int Main(int argc, char** argv) {
   args.Flag("api-key-file", "", "a file holding the key HTTP clients must send (Authorization: Bearer KEY); empty: none");
   args.Flag("chat-template", "",
             "a Jinja chat template file for /v1/chat/completions; empty: the target model's, else ChatML");
+  args.Flag("stats-interval-s", "10",
+            "every this many seconds, log a stats line: tokens/s, requests running and waiting, acceptance rate and "
+            "tokens per round since the last one (0: off)");
   rpc::DeclareTlsFlags(args, rpc::TlsRole::kClient);
   if (int rc = rpc::ParseServiceArgs(args, argc, argv, "specserve-coordinator"); rc >= 0) return rc;
   absl::StatusOr<Flags> flags = ReadFlags(args);
@@ -151,22 +160,24 @@ int Main(int argc, char** argv) {
   flags->upstreams.should_stop = [] { return rpc::GrpcServer::TakePendingSignal() != 0; };
   absl::StatusOr<std::unique_ptr<Upstreams>> upstreams = Upstreams::Connect(flags->upstreams);
   if (absl::IsCancelled(upstreams.status())) {
-    std::fprintf(stderr, "specserve-coordinator: signal while waiting for the target: exiting\n");
+    log::Info("signal while waiting for the target: exiting");
     return 0;
   }
   if (!upstreams.ok()) return Fail(upstreams.status());
   service.Attach(upstreams->get());
   (*server)->SetServing(true);
-  std::fprintf(stderr,
-               "specserve-coordinator: target %s (%s), draft %s%s, listening on port %d, metrics port %d%s\n",
-               flags->upstreams.target.c_str(), (*upstreams)->target_info().name().c_str(),
-               flags->upstreams.draft.empty() ? "none" : flags->upstreams.draft.c_str(),
-               flags->upstreams.tls.enabled() ? " (mutual TLS)" : "", (*server)->port(), (*metrics)->port(),
-               http ? absl::StrCat(", HTTP port ", http->port(), flags->http.api_key.empty() ? "" : " (API key)").c_str()
-                    : "");
+  log::Info(absl::StrFormat("target %s (%s), draft %s%s, listening on port %d, metrics port %d%s",
+                            flags->upstreams.target, (*upstreams)->target_info().name(),
+                            flags->upstreams.draft.empty() ? "none" : flags->upstreams.draft,
+                            flags->upstreams.tls.enabled() ? " (mutual TLS)" : "", (*server)->port(), (*metrics)->port(),
+                            http ? absl::StrCat(", HTTP port ", http->port(),
+                                                flags->http.api_key.empty() ? "" : " (API key)")
+                                 : ""),
+            {{"version", GetBuildInfo().version}, {"git_sha", GetBuildInfo().git_sha}});
+  StatsLog stats(&coordinator_metrics, std::chrono::duration<double>(flags->stats_interval_s));
 
   const int sig = rpc::GrpcServer::WaitForSignal();
-  std::fprintf(stderr, "specserve-coordinator: signal %d, draining\n", sig);
+  log::Info(absl::StrFormat("signal %d, draining", sig));
   (*server)->Drain([&] { service.StartDraining(); }, [&] { return service.active(); });
   // HTTP requests count in service.active(): those still running after the
   // drain are cancelled here.

@@ -55,9 +55,16 @@ CoordinatorMetrics::CoordinatorMetrics(prometheus::Registry& r)
                                         "From request arrival to its final message, requests that succeeded")),
       requests_running(prometheus::BuildGauge()
                            .Name("specserve_requests_running")
-                           .Help("Requests admitted and not yet finished (gRPC and HTTP)")
+                           .Help("Requests in their round loop (gRPC and HTTP)")
                            .Register(r)
-                           .Add({})) {
+                           .Add({})),
+      requests_waiting(prometheus::BuildGauge()
+                           .Name("specserve_requests_waiting")
+                           .Help("Requests admitted whose first round has not begun (planning, tokenizing)")
+                           .Register(r)
+                           .Add({})),
+      queue_time(LatencyHistogram(r, "specserve_queue_time_seconds",
+                                  "From request arrival to the start of its first round")) {
   auto& pos_proposed = CounterFamily(r, "specserve_draft_position_proposed_total",
                                      "Draft tokens proposed at each position of a round (1 = first)");
   auto& pos_accepted = CounterFamily(r, "specserve_draft_position_accepted_total",
@@ -73,6 +80,9 @@ void CoordinatorMetrics::ObserveRound(const RoundRecord& r) {
   round_network.Observe(r.network_seconds);
   if (r.drafter != "none") round_draft.Observe(r.draft_seconds);
   const int k = r.drafted, accepted = r.accepted;
+  rounds_.fetch_add(1);
+  drafted_.fetch_add(k > 0 ? k : 0);
+  accepted_total_.fetch_add(k > 0 ? accepted : 0);
   speculation_k.Set(k);
   round_k_.Observe(k);
   if (k <= 0) return;

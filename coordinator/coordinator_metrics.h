@@ -5,6 +5,9 @@
 #pragma once
 
 #include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
 #include <string>
 
 #include <prometheus/counter.h>
@@ -49,6 +52,15 @@ class CoordinatorMetrics {
   // time by phase.
   void ObserveRound(const RoundRecord& r);
 
+  // Running totals since start, for the periodic stats line (stats_log.h).
+  struct Totals {
+    double tokens = 0;  // specserve_generated_tokens_total
+    int64_t rounds = 0, drafted = 0, accepted = 0;
+  };
+  Totals totals() const {
+    return Totals{generated_tokens.Value(), rounds_.load(), drafted_.load(), accepted_total_.load()};
+  }
+
   prometheus::Counter& generated_tokens;        // specserve_generated_tokens_total
   prometheus::Histogram& round_draft;           // specserve_round_duration_seconds{phase="draft"}
   prometheus::Histogram& round_verify;          // ...{phase="verify"}
@@ -57,7 +69,38 @@ class CoordinatorMetrics {
   prometheus::Histogram& inter_token_latency;   // specserve_inter_token_latency_seconds
   prometheus::Gauge& speculation_k;             // specserve_speculation_k: K of the latest round
   prometheus::Histogram& request_duration;      // specserve_request_duration_seconds: arrival to final, OK requests
-  prometheus::Gauge& requests_running;          // specserve_requests_running: admitted, not finished (gRPC and HTTP)
+  prometheus::Gauge& requests_running;          // specserve_requests_running: in their round loop (gRPC and HTTP)
+  prometheus::Gauge& requests_waiting;          // specserve_requests_waiting: admitted, first round not begun
+  prometheus::Histogram& queue_time;            // specserve_queue_time_seconds: arrival to the first round
+
+ private:
+  std::atomic<int64_t> rounds_{0}, drafted_{0}, accepted_total_{0};
+};
+
+// One request's place in specserve_requests_waiting and _running, from its
+// worker's start to its end: waiting until Started(), running after.
+class RequestGauges {
+ public:
+  explicit RequestGauges(CoordinatorMetrics* m) : m_(m) {
+    if (m_) m_->requests_waiting.Increment();
+  }
+  ~RequestGauges() {
+    if (m_) (started_ ? m_->requests_running : m_->requests_waiting).Decrement();
+  }
+  RequestGauges(const RequestGauges&) = delete;
+  RequestGauges& operator=(const RequestGauges&) = delete;
+  // The first round begins: observes the queue time from `arrived`.
+  void Started(std::chrono::steady_clock::time_point arrived) {
+    if (!m_ || started_) return;
+    started_ = true;
+    m_->requests_waiting.Decrement();
+    m_->requests_running.Increment();
+    m_->queue_time.Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - arrived).count());
+  }
+
+ private:
+  CoordinatorMetrics* m_;
+  bool started_ = false;
 };
 
 }  // namespace specserve

@@ -22,7 +22,13 @@ std::string TakeRequestId(grpc::CallbackServerContext* ctx) {
   return id;
 }
 
-void Log(const std::string& id, const char* what, const absl::StatusOr<v1::Final>& final,
+// The caller's traceparent's child span, or a new trace.
+TraceContext TakeTrace(grpc::CallbackServerContext* ctx) {
+  auto it = ctx->client_metadata().find(kTraceparentHeader);
+  return IncomingTrace(it == ctx->client_metadata().end() ? "" : absl::string_view(it->second.data(), it->second.size()));
+}
+
+void Log(const std::string& id, const TraceContext& trace, const char* what, const absl::StatusOr<v1::Final>& final,
          std::chrono::steady_clock::time_point arrived) {
   RequestLogLine line{"grpc", id, what, absl::StatusCodeToString(final.status().code())};
   line.arrived = arrived;
@@ -32,7 +38,7 @@ void Log(const std::string& id, const char* what, const absl::StatusOr<v1::Final
   } else {
     line.note = std::string(final.status().message());
   }
-  LogRequest(line);
+  LogRequest(line, trace.trace_id);
 }
 
 // Server streaming: deltas as rounds commit, then the final message.
@@ -42,16 +48,20 @@ class GenerateCall final : public grpc::ServerWriteReactor<Resp>, public rpc::St
       : handle_(std::make_shared<rpc::StreamHandle<Resp>>(this)), cancel_(std::make_shared<CancelGroup>()) {
     const auto arrived = std::chrono::steady_clock::now();
     std::string id = TakeRequestId(ctx);
+    TraceContext trace = TakeTrace(ctx);
     if (grpc::Status s = svc->Admit(); !s.ok()) {
       svc->CountRequest(s);
-      Log(id, "Generate", rpc::FromGrpc(s), arrived);
+      Log(id, trace, "Generate", rpc::FromGrpc(s), arrived);
       handle_->Finish(s);
       return;
     }
     // The worker owns copies of everything it needs: the reactor may be gone
     // before the worker returns from Finish.
-    svc->Spawn([svc, handle = handle_, cancel = cancel_, req, deadline = ctx->deadline(), arrived, id = std::move(id)] {
+    svc->Spawn([svc, handle = handle_, cancel = cancel_, req, deadline = ctx->deadline(), arrived, id = std::move(id),
+                trace] {
       RequestContext rc = svc->Context(cancel.get(), deadline, arrived);
+      rc.request_id = id;
+      rc.trace = trace;
       rc.on_delta = [&handle](v1::Delta d) {
         Resp r;
         *r.mutable_delta() = std::move(d);
@@ -59,7 +69,7 @@ class GenerateCall final : public grpc::ServerWriteReactor<Resp>, public rpc::St
         return true;  // a client that left is seen through OnCancel
       };
       absl::StatusOr<v1::Final> final = RunGeneration(req, svc->options(), rc);
-      Log(id, "Generate", final, arrived);
+      Log(id, trace, "Generate", final, arrived);
       const grpc::Status st = rpc::ToGrpc(final.status());
       if (final.ok()) {
         Resp r;
@@ -93,22 +103,26 @@ class UnaryCall final : public grpc::ServerUnaryReactor {
       : cancel_(std::make_shared<CancelGroup>()) {
     const auto arrived = std::chrono::steady_clock::now();
     std::string id = TakeRequestId(ctx);
+    TraceContext trace = TakeTrace(ctx);
     if (grpc::Status s = svc->Admit(); !s.ok()) {
       svc->CountRequest(s);
-      Log(id, "GenerateUnary", rpc::FromGrpc(s), arrived);
+      Log(id, trace, "GenerateUnary", rpc::FromGrpc(s), arrived);
       Finish(s);
       return;
     }
     // `this` and `resp` stay valid until Finish below (OnDone comes after it).
-    svc->Spawn([this, svc, resp, req, deadline = ctx->deadline(), arrived, cancel = cancel_, id = std::move(id)] {
+    svc->Spawn([this, svc, resp, req, deadline = ctx->deadline(), arrived, cancel = cancel_, id = std::move(id),
+                trace] {
       RequestContext rc = svc->Context(cancel.get(), deadline, arrived);
+      rc.request_id = id;
+      rc.trace = trace;
       rc.on_delta = [resp](v1::Delta d) {
         resp->mutable_text()->append(d.text());
         resp->mutable_token_ids()->MergeFrom(d.token_ids());
         return true;
       };
       absl::StatusOr<v1::Final> final = RunGeneration(req, svc->options(), rc);
-      Log(id, "GenerateUnary", final, arrived);
+      Log(id, trace, "GenerateUnary", final, arrived);
       const grpc::Status st = rpc::ToGrpc(final.status());
       if (final.ok()) {
         resp->set_finish_reason(final->finish_reason());
@@ -168,12 +182,10 @@ grpc::Status GenerationService::Admit() {
                         "coordinator at its limit of " + std::to_string(max_requests_) + " concurrent requests");
   }
   ++active_;
-  if (metrics_) metrics_->requests_running.Increment();
   return grpc::Status::OK;
 }
 
 void GenerationService::Release() {
-  if (metrics_) metrics_->requests_running.Decrement();
   std::lock_guard<std::mutex> lock(mu_);
   if (--active_ == 0) idle_.notify_all();
 }

@@ -68,6 +68,11 @@ void HttpServer::Routes() {
   server_.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     const std::string id = RequestId(req.get_header_value(kRequestIdHeader));
     res.set_header("X-Request-Id", id);
+    // This thread serves this request until the next one: its log lines and
+    // its choices (ChoiceRuns) carry the id and the trace.
+    TraceContext trace = IncomingTrace(req.get_header_value(kTraceparentHeader));
+    res.set_header(kTraceparentHeader, trace.Header());
+    SetThreadRequest({id, std::move(trace)});
     // Probes need no key; every other path does (unknown ones included).
     if (!opts_.api_key.empty() && req.path != "/health" && req.path != "/ready") {
       const std::string auth = req.get_header_value("Authorization");

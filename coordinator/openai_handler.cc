@@ -5,6 +5,7 @@
 
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
+#include "common/log.h"
 #include "common/status_macros.h"
 #include "coordinator/openai_error.h"
 #include "coordinator/openai_response.h"
@@ -66,6 +67,9 @@ struct Stream {
   std::string request_id, path;
   SteadyClock::time_point t0;
   std::string note;
+  // The whole stream was written. (httplib 0.11 passes `success` false to
+  // the releaser even then, so that flag cannot say the client left.)
+  bool finished = false;
 
   // Writes the whole stream; false when the client is gone.
   bool Run(httplib::DataSink& sink) {
@@ -112,6 +116,7 @@ struct Stream {
     if (failed.ok() && include_usage && !write(openai::SseData(openai::UsageChunk(head, results)))) return false;
     if (!write(openai::kSseDone)) return false;
     sink.done();
+    finished = true;
     return true;
   }
 };
@@ -129,15 +134,13 @@ absl::StatusOr<const ChatPrompt*> OpenAiHandler::Chat(Upstreams& up) {
   if (!made.ok()) {
     // The operator's own template must work; a model's broken one is replaced.
     if (!chat_template_.empty()) return absl::InternalError(absl::StrCat("--chat-template: ", made.status().message()));
-    std::fprintf(stderr, "specserve-coordinator: the target's chat template is unusable (%s): using ChatML\n",
-                 made.status().ToString().c_str());
+    log::Warn(absl::StrCat("the target's chat template is unusable (", made.status().ToString(), "): using ChatML"));
     source.clear();
     ASSIGN_OR_RETURN(made, ChatPrompt::Make(source, up.tokenizer(), end_of_turn));
   }
   chat_ = std::move(*made);
   if (source.empty()) origin = "no usable chat template";
-  std::fprintf(stderr, "specserve-coordinator: chat requests render with %s (%s)\n", chat_->description().c_str(),
-               origin.c_str());
+  log::Info(absl::StrCat("chat requests render with ", chat_->description(), " (", origin, ")"));
   return chat_.get();
 }
 
@@ -223,8 +226,8 @@ void OpenAiHandler::Handle(openai::Endpoint endpoint, const httplib::Request& re
     res.set_header("Cache-Control", "no-cache");
     res.set_chunked_content_provider(
         "text/event-stream", [st](size_t, httplib::DataSink& sink) { return st->Run(sink); },
-        [st](bool success) {
-          if (!success) {
+        [st](bool) {
+          if (!st->finished) {
             st->runs->Cancel();
             st->note = "client gone: cancelled";
           }

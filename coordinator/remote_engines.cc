@@ -37,6 +37,7 @@ absl::Status SyncSession<Req, Resp>::Open(StartFn start, const Req& open) {
   Close();
   ctx_ = std::make_unique<grpc::ClientContext>();
   ctx_->set_deadline(opts_.deadline);
+  for (const auto& [key, value] : opts_.metadata) ctx_->AddMetadata(key, value);
   if (!opts_.cancel->Add(ctx_.get())) {
     ctx_.reset();
     return absl::CancelledError("request cancelled");

@@ -15,6 +15,8 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <grpcpp/grpcpp.h>
 
@@ -47,6 +49,8 @@ struct RemoteOptions {
   // Longest one call may take before its stream is cancelled (0: no limit).
   // The drafter uses it: a slow draft is a failed draft (coordinator/call_watchdog.h).
   std::chrono::milliseconds call_timeout{0};
+  // Sent as metadata with the stream (x-request-id, traceparent).
+  std::vector<std::pair<std::string, std::string>> metadata;
 };
 
 // One Session stream used call-and-answer. Req/Resp: TargetRequest/Response

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "common/log.h"
 #include "common/status_macros.h"
 #include "coordinator/drafters.h"
 #include "coordinator/round_loop.h"
@@ -35,6 +36,8 @@ class GenerationRun {
 
   absl::StatusOr<v1::Final> Run() {
     RemoteOptions remote{rc_.cancel, rc_.deadline};
+    if (!rc_.request_id.empty()) remote.metadata.emplace_back("x-request-id", rc_.request_id);
+    if (!rc_.trace.trace_id.empty()) remote.metadata.emplace_back(kTraceparentHeader, rc_.trace.Header());
     RemoteOptions remote_draft = remote;
     remote_draft.call_timeout = opts_.draft_timeout;
     remote.call_timeout = opts_.verify_timeout;
@@ -76,15 +79,22 @@ class GenerationRun {
       if (rc_.metrics) rc_.metrics->ObserveRound(r);
     };
     loop.make_fallback = [this](const absl::Status& why, bool at_open) -> std::unique_ptr<Drafter> {
-      // The request's own cancellation ends the request; it says nothing
-      // about the draft service.
-      if (rc_.cancel->cancelled()) return nullptr;
-      up_.DraftFailed();
+      // The request's own end (the client cancelled or went away, or its
+      // deadline passed: the draft call has the same deadline and may fail
+      // before the request sees it) says nothing about the draft service.
+      if (RequestOver()) return nullptr;
+      up_.DraftFailed(why.ToString());
       CountFallback(absl::IsDeadlineExceeded(why) ? "timeout" : at_open ? "open_error" : "propose_error");
       drafter_name_ = DrafterName(v1::DRAFTER_NGRAM);
       return MakeFallbackDrafter();
     };
     return loop;
+  }
+
+  bool RequestOver() const {
+    // A few milliseconds of slack: the draft call's deadline timer and this clock are not the same.
+    return rc_.cancel->cancelled() ||
+           std::chrono::system_clock::now() + std::chrono::milliseconds(5) >= rc_.deadline;
   }
 
   void CountFallback(const std::string& reason) {
@@ -156,8 +166,11 @@ class GenerationRun {
 
 absl::StatusOr<v1::Final> RunGeneration(const v1::GenerateRequest& req, const CoordinatorOptions& opts,
                                         RequestContext& rc) {
+  log::RequestScope scope(rc.request_id, rc.trace.trace_id);
+  RequestGauges gauges(rc.metrics);
   Upstreams& up = *rc.upstreams;
   ASSIGN_OR_RETURN(Plan plan, PlanRequest(req, opts, up.tokenizer(), up.config(), up.draft_configured()));
+  gauges.Started(rc.arrived);
   return GenerationRun(std::move(plan), opts, rc).Run();
 }
 

@@ -6,8 +6,10 @@
 
 #include <chrono>
 #include <functional>
+#include <string>
 
 #include "absl/status/statusor.h"
+#include "common/trace_context.h"
 #include "coordinator/coordinator_metrics.h"
 #include "coordinator/request_plan.h"
 #include "coordinator/remote_engines.h"
@@ -22,6 +24,10 @@ struct RequestContext {
   CancelGroup* cancel = nullptr;
   std::chrono::system_clock::time_point deadline = std::chrono::system_clock::time_point::max();
   std::chrono::steady_clock::time_point arrived = std::chrono::steady_clock::now();
+  // The request's id and trace: its log lines carry them, and both services'
+  // sessions get them as x-request-id and traceparent metadata.
+  std::string request_id;
+  TraceContext trace;  // trace_id empty: none sent
   // Receives each delta in order; false when the client is gone.
   std::function<bool(v1::Delta)> on_delta;
 };

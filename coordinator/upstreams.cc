@@ -4,6 +4,8 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/log.h"
 #include "common/status_macros.h"
 #include "rpc/proto_convert.h"
 #include "rpc/status_convert.h"
@@ -58,7 +60,7 @@ absl::StatusOr<std::unique_ptr<Upstreams>> Upstreams::Connect(const Options& opt
     info = FetchInfo(*up->target_, std::chrono::milliseconds(250), /*wait_for_ready=*/true);
     if (info.ok() || std::chrono::steady_clock::now() >= give_up) break;
     if (opts.should_stop && opts.should_stop()) return absl::CancelledError("stopped while waiting for the target");
-    if (!logged) std::fprintf(stderr, "waiting for the target at %s: %s\n", opts.target.c_str(), info.status().ToString().c_str());
+    if (!logged) log::Info(absl::StrCat("waiting for the target at ", opts.target, ": ", info.status().ToString()));
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   if (!info.ok()) {
@@ -76,8 +78,8 @@ absl::StatusOr<std::unique_ptr<Upstreams>> Upstreams::Connect(const Options& opt
     absl::Status s = up->CheckDraft(std::chrono::milliseconds(2000), /*wait_for_ready=*/true);
     if (absl::IsInvalidArgument(s)) return s;  // the wrong draft: fail loudly
     if (!s.ok()) {
-      std::fprintf(stderr, "draft at %s not reachable yet (%s); using n-gram drafting until it is\n",
-                   opts.draft.c_str(), s.ToString().c_str());
+      log::Warn(absl::StrFormat("draft at %s not reachable yet (%s); using n-gram drafting until it is", opts.draft,
+                                s.ToString()));
     }
   }
   Upstreams* self = up.get();
@@ -105,8 +107,8 @@ void Upstreams::Watch() {
     if (probe_draft) {
       const bool was_open = draft_circuit_open();
       if (CheckDraft(std::chrono::milliseconds(1000), /*wait_for_ready=*/true).ok()) {
-        std::fprintf(stderr, "draft at %s is answering%s: speculative decoding with %s\n", opts_.draft.c_str(),
-                     was_open ? " again" : "", draft_model().c_str());
+        log::Info(absl::StrFormat("draft at %s is answering%s: speculative decoding with %s", opts_.draft,
+                                  was_open ? " again" : "", draft_model()));
       }
     }
     WatchTarget();
@@ -124,15 +126,17 @@ void Upstreams::WatchTarget() {
   const bool serving = target_health_->Check(&ctx, grpc::health::v1::HealthCheckRequest(), &resp).ok() &&
                        resp.status() == grpc::health::v1::HealthCheckResponse::SERVING;
   if (serving == target_serving_.exchange(serving)) return;
-  std::fprintf(stderr, "target at %s %s\n", opts_.target.c_str(), serving ? "is serving again" : "is not serving");
+  log::Line(serving ? log::Level::kInfo : log::Level::kWarn,
+            absl::StrCat("target at ", opts_.target, serving ? " is serving again" : " is not serving"));
   if (opts_.on_target_health) opts_.on_target_health(serving);
 }
 
-void Upstreams::DraftFailed() {
+void Upstreams::DraftFailed(absl::string_view why) {
   std::lock_guard<std::mutex> lock(mu_);
   if (draft_state_ != DraftState::kOk || circuit_open_) return;
   circuit_open_ = true;
-  std::fprintf(stderr, "draft at %s failed a call: skipping it until it answers again\n", opts_.draft.c_str());
+  log::Warn(absl::StrCat("draft at ", opts_.draft, " failed a call: skipping it until it answers again"),
+            {{"error", why}});
 }
 
 bool Upstreams::draft_circuit_open() const {
@@ -149,8 +153,7 @@ absl::Status Upstreams::CheckDraft(std::chrono::milliseconds timeout, bool wait_
   absl::Status same = tok.ok() ? CheckSameVocabulary(**tok, *tokenizer_) : tok.status();
   if (!same.ok()) {
     draft_state_ = DraftState::kRefused;
-    std::fprintf(stderr, "refusing the draft at %s (%s): %s\n", opts_.draft.c_str(), info->name().c_str(),
-                 same.ToString().c_str());
+    log::Error(absl::StrFormat("refusing the draft at %s (%s): %s", opts_.draft, info->name(), same.ToString()));
     return absl::InvalidArgumentError(absl::StrCat("draft vocabulary differs from the target's: ", same.message()));
   }
   draft_state_ = DraftState::kOk;

@@ -85,8 +85,9 @@ class Upstreams {
   std::string draft_model() const;
   // The draft is configured and checked but its circuit is open.
   bool draft_circuit_open() const;
-  // A draft call failed (not a cancellation): open the circuit.
-  void DraftFailed();
+  // A draft call failed (not the request's own cancellation or deadline):
+  // open the circuit. `why` is logged.
+  void DraftFailed(absl::string_view why);
   bool target_serving() const { return target_serving_.load(); }
 
  private:

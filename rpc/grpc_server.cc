@@ -9,6 +9,8 @@
 #include <grpcpp/health_check_service_interface.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/log.h"
 #include "common/status_macros.h"
 
 namespace specserve::rpc {
@@ -93,8 +95,8 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(const ServerOption
   }
   s->SetServing(false);
   if (opts.tls.enabled()) {
-    std::fprintf(stderr, "serving TLS on %s (%s); client certificates must be signed by %s\n", opts.listen.c_str(),
-                 opts.tls.cert_path.c_str(), opts.tls.ca_path.c_str());
+    log::Info(absl::StrCat("serving TLS on ", opts.listen, " (", opts.tls.cert_path,
+                           "); client certificates must be signed by ", opts.tls.ca_path));
   }
   return s;
 }
@@ -118,11 +120,11 @@ void GrpcServer::Drain(const std::function<void()>& refuse_new, const std::funct
   refuse_new();
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(opts_.drain_seconds);
   int n = active();
-  if (n > 0) std::fprintf(stderr, "draining %d session(s) for up to %.1f s\n", n, opts_.drain_seconds);
+  if (n > 0) log::Info(absl::StrFormat("draining %d session(s) for up to %.1f s", n, opts_.drain_seconds));
   while ((n = active()) > 0 && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  if (n > 0) std::fprintf(stderr, "drain timeout: cancelling %d session(s)\n", n);
+  if (n > 0) log::Warn(absl::StrFormat("drain timeout: cancelling %d session(s)", n));
   // A short grace for calls that are finishing, then the rest are cancelled.
   server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
   stopped_ = true;

@@ -2,12 +2,22 @@
 
 #include <exception>
 
+#include <prometheus/gauge.h>
+
 #include "absl/strings/str_cat.h"
+#include "common/build_info.h"
 
 namespace specserve::rpc {
 
 absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(int port, const std::string& host) {
   auto m = std::unique_ptr<MetricsServer>(new MetricsServer());
+  const BuildInfo& b = GetBuildInfo();
+  prometheus::BuildGauge()
+      .Name("specserve_build_info")
+      .Help("Always 1: the version, git commit, compiler and backends of this binary in its labels")
+      .Register(*m->registry_)
+      .Add({{"version", b.version}, {"git_sha", b.git_sha}, {"compiler", b.compiler}, {"backend", b.backend}})
+      .Set(1);
   if (port == 0) return m;
   try {
     // civetweb serves a connection per worker thread and waits this long for

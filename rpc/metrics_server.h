@@ -1,5 +1,7 @@
 // One Prometheus registry per process and, when a port is given, the pull
-// exposer serving it at http://HOST:PORT/metrics (prometheus-cpp). Metrics
+// exposer serving it at http://HOST:PORT/metrics (prometheus-cpp). The
+// registry starts with specserve_build_info{version,git_sha,compiler,backend} 1
+// (common/build_info.h). Metrics
 // are registered once at start and their handles cached (docs/style.md "Metrics").
 #pragma once
 

@@ -43,7 +43,9 @@ class ModelService : public Service::CallbackService, public SessionService<Req,
 
   grpc::ServerBidiReactor<Req, Resp>* Session(grpc::CallbackServerContext* ctx) override {
     if (grpc::Status s = CheckClientAllowed(tls_, *ctx); !s.ok()) return new RefusedStream<Req, Resp>(s);
-    return new BidiSession<Req, Resp, &IsClose>(ctx, this, this->NextStreamId());
+    const uint64_t id = this->NextStreamId();
+    this->NoteStream(id, *ctx);
+    return new BidiSession<Req, Resp, &IsClose>(ctx, this, id);
   }
 
   grpc::ServerUnaryReactor* GetModelInfo(grpc::CallbackServerContext* ctx, const v1::ModelInfoRequest*,

@@ -18,6 +18,9 @@ void DeclareServerFlags(CliArgs& a, const std::string& default_listen, int defau
   a.Flag("max-sessions", "64", "concurrent " + what + "; more get RESOURCE_EXHAUSTED");
   a.Flag("max-message-bytes", std::to_string(64 << 20), "largest gRPC message accepted or sent");
   a.Flag("drain-seconds", "30", "on SIGTERM, how long running " + what + " may finish");
+  a.Flag("log-format", "text",
+         "text: \"PROGRAM: message key=value ...\" lines; json: one JSON object per line (ts, level, program, msg, "
+         "request_id, trace_id, fields)");
   AddConnectionAgeFlags(a);
 }
 
@@ -35,6 +38,8 @@ absl::Status ReadServerFlags(const CliArgs& a, ServerFlags* f) {
   ASSIGN_OR_RETURN(int64_t max_sessions, a.Int("max-sessions", 1, 1 << 20));
   ASSIGN_OR_RETURN(int64_t max_bytes, a.Int("max-message-bytes", 1024, 1 << 30));
   ASSIGN_OR_RETURN(f->server.drain_seconds, a.Double("drain-seconds", 0, 3600));
+  ASSIGN_OR_RETURN(f->log_format, log::ParseFormat(a.Str("log-format")));
+  log::SetFormat(f->log_format);
   f->metrics_port = static_cast<int>(metrics_port);
   f->max_sessions = static_cast<int>(max_sessions);
   f->server.max_message_bytes = static_cast<int>(max_bytes);
@@ -92,6 +97,7 @@ absl::StatusOr<ServiceFlags> ReadServiceFlags(const CliArgs& a) {
 }
 
 int ParseServiceArgs(CliArgs& args, int argc, char** argv, const char* prog) {
+  log::SetProgram(prog);
   if (absl::Status s = args.Parse(argc, argv); !s.ok()) {
     std::fprintf(stderr, "%s: %s\n%s", prog, s.ToString().c_str(), args.HelpText().c_str());
     return 2;

@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "common/backend.h"
 #include "common/cli_args.h"
+#include "common/log.h"
 #include "rpc/grpc_server.h"
 
 namespace specserve::rpc {
@@ -20,10 +21,11 @@ struct ServerFlags {
   std::string metrics_host;  // --metrics-listen, else the host of --listen
   int metrics_port = 0;
   int max_sessions = 64;
+  log::Format log_format = log::Format::kText;  // --log-format (applied by ReadServerFlags)
 };
 
 // Declares --listen, --metrics-port, --max-sessions, --max-message-bytes,
-// --drain-seconds and the connection-age flags; `what` names what
+// --drain-seconds, --log-format and the connection-age flags; `what` names what
 // --listen serves and what --max-sessions counts ("sessions", "requests").
 void DeclareServerFlags(CliArgs& args, const std::string& default_listen, int default_metrics_port,
                         const std::string& what);
@@ -45,7 +47,7 @@ void DeclareServiceFlags(CliArgs& args, const std::string& default_listen, int d
 absl::StatusOr<ServiceFlags> ReadServiceFlags(const CliArgs& args);
 
 // Parses flags for a service binary; prints help or errors. Returns the
-// exit code to use now, or -1 to go on.
+// exit code to use now, or -1 to go on. Names the process's log lines `prog`.
 int ParseServiceArgs(CliArgs& args, int argc, char** argv, const char* prog);
 
 }  // namespace specserve::rpc

@@ -5,6 +5,9 @@
 
 #include <cstdio>
 
+#include "absl/strings/str_format.h"
+#include "common/build_info.h"
+#include "common/log.h"
 #include "rpc/cpu_affinity.h"
 #include "rpc/grpc_server.h"
 #include "rpc/metrics_server.h"
@@ -27,7 +30,7 @@ template <class Service>
 int ServeModel(int argc, char** argv, const ServiceMainSpec& spec) {
   GrpcServer::BlockTerminationSignals();
   auto fail = [&](const absl::Status& s, int code) {
-    std::fprintf(stderr, "%s: %s\n", spec.prog, s.ToString().c_str());
+    log::Error(s.ToString());
     return code;
   };
   CliArgs args(spec.usage);
@@ -52,12 +55,12 @@ int ServeModel(int argc, char** argv, const ServiceMainSpec& spec) {
   service.Attach(host->get(), &service_metrics, flags->max_sessions, flags->session_idle_timeout,
                  flags->queue_timeout);
   (*server)->SetServing(true);
-  std::fprintf(stderr, "%s: %s on %s, listening on port %d, metrics port %d\n", spec.prog,
-               (*host)->info.name().c_str(), (*host)->info.backend().c_str(), (*server)->port(),
-               (*metrics)->port());
+  log::Info(absl::StrFormat("%s on %s, listening on port %d, metrics port %d", (*host)->info.name(),
+                            (*host)->info.backend(), (*server)->port(), (*metrics)->port()),
+            {{"version", GetBuildInfo().version}, {"git_sha", GetBuildInfo().git_sha}});
 
   const int sig = GrpcServer::WaitForSignal();
-  std::fprintf(stderr, "%s: signal %d, draining\n", spec.prog, sig);
+  log::Info(absl::StrFormat("signal %d, draining", sig));
   (*server)->Drain([&] { service.StartDraining(); }, [&] { return service.active(); });
   service.Stop();
   return 0;

@@ -19,9 +19,9 @@ struct ServiceMetrics {
 
   prometheus::Gauge& active_sessions;     // specserve_active_sessions
   prometheus::Gauge& kv_blocks_used;      // specserve_kv_blocks_used
-  prometheus::Gauge& kv_blocks_total;     // specserve_kv_blocks_total
+  prometheus::Gauge& kv_blocks_capacity;  // specserve_kv_blocks_capacity: blocks in the pool (a gauge: no _total)
   // specserve_kv_blocks_reserved: blocks promised to open sessions by
-  // admission (what they may grow to); used <= reserved <= total.
+  // admission (what they may grow to); used <= reserved <= capacity.
   prometheus::Gauge& kv_blocks_reserved;
   prometheus::Gauge& sessions_waiting;    // specserve_sessions_waiting: queued for KV or a session slot
   prometheus::Histogram& batch_size;      // specserve_batch_size: sequences per forward pass

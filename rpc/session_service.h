@@ -16,10 +16,16 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/check.h"
+#include "common/log.h"
+#include "common/trace_context.h"
 #include "rpc/admission.h"
 #include "rpc/batch_runner.h"
 #include "rpc/bidi_session.h"
@@ -64,7 +70,7 @@ class SessionService : public SessionSink<Req, Resp> {
     queue_timeout_ = queue_timeout;
     max_waiting_ = max_sessions;
     admission_ = std::make_unique<Admission>(max_sessions, host->backend->kv_pool().num_blocks());
-    metrics_->kv_blocks_total.Set(host->backend->kv_pool().num_blocks());
+    metrics_->kv_blocks_capacity.Set(host->backend->kv_pool().num_blocks());
     scheduler_ = std::thread([this] { Loop(); });
     ready_.store(true);
   }
@@ -78,7 +84,26 @@ class SessionService : public SessionSink<Req, Resp> {
     if (scheduler_.joinable()) scheduler_.join();
   }
 
+  // The request a new stream works for, from its metadata (x-request-id,
+  // traceparent): the session's log line, written when it ends, carries them.
+  void NoteStream(uint64_t id, const grpc::CallbackServerContext& ctx) {
+    auto value = [&ctx](const char* key) {
+      auto it = ctx.client_metadata().find(key);
+      return it == ctx.client_metadata().end() ? std::string() : std::string(it->second.data(), it->second.size());
+    };
+    std::optional<TraceContext> trace = ParseTraceparent(value(kTraceparentHeader));
+    std::lock_guard<std::mutex> lock(streams_mu_);
+    if (streams_.size() > 100000) streams_.clear();  // streams that never opened: keep the map bounded
+    streams_[id] = StreamIds{value("x-request-id"), trace ? trace->trace_id : "", Clock::now()};
+  }
+
   grpc::Status OnOpen(uint64_t id, const Req& first, std::shared_ptr<StreamHandle<Resp>> handle) override {
+    grpc::Status s = Open(id, first, std::move(handle));
+    if (!s.ok()) LogSessionEnd(id, s);
+    return s;
+  }
+
+  grpc::Status Open(uint64_t id, const Req& first, std::shared_ptr<StreamHandle<Resp>> handle) {
     if (!ready_.load()) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "model is still loading");
     if (!first.has_open()) {
       return Refuse(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "the first message must be `open`"));
@@ -152,6 +177,27 @@ class SessionService : public SessionSink<Req, Resp> {
     sessions_.erase(it);  // the role state's destructor returns its KV blocks
     admission_->Release(blocks);
     metrics_->Sessions(StatusLabel(status.error_code())).Increment();
+    LogSessionEnd(id, status);
+  }
+
+  // One line per session: how it ended, how long it lasted, whose it was.
+  void LogSessionEnd(uint64_t id, const grpc::Status& status) {
+    StreamIds ids;
+    {
+      std::lock_guard<std::mutex> lock(streams_mu_);
+      auto it = streams_.find(id);
+      if (it == streams_.end()) return;
+      ids = std::move(it->second);
+      streams_.erase(it);
+    }
+    const bool fine = status.ok() || status.error_code() == grpc::StatusCode::CANCELLED;
+    std::vector<log::Field> fields = {{"session", static_cast<int64_t>(id)},
+                                      {"status", StatusLabel(status.error_code())},
+                                      {"seconds", SecondsSince(ids.opened)},
+                                      {"request_id", ids.request_id},
+                                      {"trace_id", ids.trace_id}};
+    if (!fine) fields.emplace_back("error", status.error_message());
+    log::Line(fine ? log::Level::kInfo : log::Level::kWarn, "session", fields, /*with_scope=*/false);
   }
 
   Backend& backend() { return *host_->backend; }
@@ -250,6 +296,7 @@ class SessionService : public SessionSink<Req, Resp> {
   void StopWaiting(std::deque<Waiting>::iterator it, const grpc::Status& status) {
     it->open.handle->Finish(status);
     metrics_->Sessions(StatusLabel(status.error_code())).Increment();
+    LogSessionEnd(it->open.id, status);
     waiting_.erase(it);
     --waiting_count_;
   }
@@ -321,6 +368,12 @@ class SessionService : public SessionSink<Req, Resp> {
     }
   }
 
+  struct StreamIds {
+    std::string request_id, trace_id;
+    Clock::time_point opened;
+  };
+  std::mutex streams_mu_;
+  std::map<uint64_t, StreamIds> streams_;  // NoteStream'd, not yet logged
   ModelHost* host_ = nullptr;
   ServiceMetrics* metrics_ = nullptr;
   std::unique_ptr<Admission> admission_;

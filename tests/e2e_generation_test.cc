@@ -284,7 +284,7 @@ TEST_F(GenerationTest, MetricsAgreeWithRequestStatistics) {
     }
     EXPECT_EQ(Metric(m, "specserve_active_sessions", {label}), 0) << m;
     EXPECT_EQ(Metric(m, "specserve_kv_blocks_used", {label}), 0) << m;
-    EXPECT_GT(Metric(m, "specserve_kv_blocks_total", {label}), 0) << m;
+    EXPECT_GT(Metric(m, "specserve_kv_blocks_capacity", {label}), 0) << m;
     EXPECT_GT(Metric(m, "specserve_batch_size_count", {label}), 0) << m;
     EXPECT_GT(Metric(m, "specserve_forward_duration_seconds_count", {label}), 0) << m;
     EXPECT_GE(Metric(m, "specserve_rollback_tokens_total", {label}), 0) << m;

@@ -110,6 +110,12 @@ class Process {
     return -1;
   }
   bool running() const { return pid_ > 0; }
+  std::string LogText() const {  // the whole log
+    std::ifstream in(log_);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
   std::string LogTail() const {
     std::ifstream in(log_);
     std::stringstream ss;

@@ -126,7 +126,7 @@ TEST(E2eReliabilityTest, MetricsAnswerDespiteIdleConnectionsAndListenOnTheListen
   const auto t0 = Clock::now();
   const std::string m = Scrape(c.target_metrics);
   EXPECT_LT(Seconds(t0), 3);
-  EXPECT_GE(Metric(m, "specserve_kv_blocks_total"), 1);
+  EXPECT_GE(Metric(m, "specserve_kv_blocks_capacity"), 1);
   for (int port : {c.target_metrics, c.draft_metrics, c.coordinator_metrics}) {
     EXPECT_EQ(ListenAddress(port), "0100007F") << "metrics port " << port;
   }
