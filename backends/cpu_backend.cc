@@ -14,6 +14,7 @@
 #include "kernels/cpu_attention.h"
 #include "kernels/cpu_matmul.h"
 #include "kernels/cpu_ops.h"
+#include "spec/forward_verify.h"
 
 namespace specserve {
 namespace {
@@ -48,6 +49,13 @@ class CpuBackend final : public Backend {
     for (const ForwardSeq& s : batch) s.kv->length += static_cast<int32_t>(s.tokens.size());
     return absl::OkStatus();
   }
+
+  // Forward to host logits, then the CPU Verify (spec/verify.h).
+  absl::Status ForwardVerify(absl::Span<const ForwardSeq> batch, absl::Span<const VerifyInput* const> verify,
+                             VerifyBatchOutput* out) override {
+    return ForwardVerifyOnHost(*this, batch, verify, out);
+  }
+  std::string verify_location() const override { return "cpu"; }
 
  private:
   // Per-token bookkeeping for the flattened batch: token t belongs to

@@ -6,17 +6,21 @@
 //   (F32, BF16, Q8_0, K-quants, ...) is dequantised to fp32 on the host and
 //   rounded to F16 at upload, so one GEMM path serves all files. Norm gains
 //   and biases stay fp32.
-// - Activations and the KV cache are fp32; each matrix product converts its
-//   input to f16 (kernels/cuda_matmul.cuh: split hi + lo halves by default,
-//   or one f16 rounding with SPECSERVE_CUDA_MATMUL=f16) and accumulates in
-//   fp32. The residual adds after the output and down projections are folded
-//   into those products.
+// - Activations and the KV cache are fp32. Passes of up to 32 tokens (decode,
+//   verify) multiply in a fixed-order fp32 kernel, so a token's logits have
+//   the same bits in any pass shape and batch (with attention's fixed key
+//   chunks); larger passes (prefill) convert their input to f16 for cuBLAS
+//   (kernels/cuda_matmul.cuh: split hi + lo halves by default, or one f16
+//   rounding with SPECSERVE_CUDA_MATMUL=f16). The residual adds after the
+//   output and down projections are folded into those products.
 // - The KV pool (common/kv_cache.h) hands out block ids; the storage behind
 //   them is one device allocation per layer for K and V. Truncate stays a
 //   metadata change: stale slots are simply overwritten later.
 // - Per call, the host packs the batch's metadata (token ids, positions,
 //   slots, block tables, logit rows) into pinned memory and sends it in one
-//   copy; logits come back in one copy. Not done yet: CUDA-graph capture of
+//   copy; logits come back in one copy (Forward), or stay on the device for
+//   the verify kernels (ForwardVerify: only accepted counts, next tokens and
+//   accept flags come back). Not done yet: CUDA-graph capture of
 //   repeated decode / verify shapes, and fused QKV / gate-up products.
 #include <cuda_runtime.h>
 
@@ -26,10 +30,12 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "backends/make_backend.h"
+#include "backends/weight_convert.h"
 #include "common/backend.h"
 #include "common/fp16.h"
 #include "common/status_macros.h"
@@ -43,6 +49,8 @@
 #include "kernels/cuda_rope.cuh"
 #include "kernels/cuda_swiglu.cuh"
 #include "kernels/cuda_util.h"
+#include "kernels/cuda_verify.cuh"
+#include "spec/forward_verify.h"
 
 namespace specserve {
 namespace {
@@ -99,9 +107,9 @@ absl::Status UploadVector(const float* host, int64_t n, DeviceBuffer* out) {
   return absl::OkStatus();
 }
 
-// F16 rows go up as stored; other types are widened row by row and rounded
-// to f16, a slab of rows at a time.
-absl::Status UploadMatrix(const MatrixView& m, DeviceMatrix* out) {
+// F16 rows go up as stored; other types are widened and rounded to f16 a
+// slab of rows at a time, on `pool` (backends/weight_convert.h: F16C).
+absl::Status UploadMatrix(const MatrixView& m, ThreadPool& pool, DeviceMatrix* out) {
   out->rows = m.rows;
   out->cols = m.cols;
   const size_t bytes = static_cast<size_t>(m.rows) * m.cols * sizeof(uint16_t);
@@ -110,15 +118,11 @@ absl::Status UploadMatrix(const MatrixView& m, DeviceMatrix* out) {
     SPECSERVE_CUDA_RETURN_IF_ERROR(cudaMemcpy(out->data.get(), m.data, bytes, cudaMemcpyHostToDevice));
     return absl::OkStatus();
   }
-  const int64_t slab = std::max<int64_t>(1, (int64_t{16} << 20) / std::max<int64_t>(1, m.cols));
-  std::vector<float> row(m.cols);
+  const int64_t slab = std::max<int64_t>(1, (int64_t{64} << 20) / std::max<int64_t>(1, m.cols));
   std::vector<uint16_t> half(static_cast<size_t>(std::min(slab, m.rows)) * m.cols);
   for (int64_t r0 = 0; r0 < m.rows; r0 += slab) {
     const int64_t n = std::min(slab, m.rows - r0);
-    for (int64_t r = 0; r < n; ++r) {
-      DequantizeRow(m.type, m.row(r0 + r), row.data(), m.cols);
-      for (int64_t c = 0; c < m.cols; ++c) half[r * m.cols + c] = F32ToF16(row[c]);
-    }
+    RowsToF16(m, r0, n, half.data(), pool);
     SPECSERVE_CUDA_RETURN_IF_ERROR(cudaMemcpy(out->data.as<uint16_t>() + r0 * m.cols, half.data(),
                                               n * m.cols * sizeof(uint16_t), cudaMemcpyHostToDevice));
   }
@@ -149,11 +153,12 @@ class CudaBackend final : public Backend {
     RETURN_IF_ERROR(cuda::CublasStatus(cublasCreate(&cublas_), "cublasCreate"));
     RETURN_IF_ERROR(cuda::CublasStatus(cublasSetStream(cublas_, stream_), "cublasSetStream"));
 
-    RETURN_IF_ERROR(UploadMatrix(w_.tok_embd, &tok_embd_));
+    ThreadPool pool(static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 16u)));
+    RETURN_IF_ERROR(UploadMatrix(w_.tok_embd, pool, &tok_embd_));
     if (w_.output.data == w_.tok_embd.data && w_.output.type == w_.tok_embd.type) {
       output_ = &tok_embd_;  // tied embeddings: one copy on the device
     } else {
-      RETURN_IF_ERROR(UploadMatrix(w_.output, &output_own_));
+      RETURN_IF_ERROR(UploadMatrix(w_.output, pool, &output_own_));
       output_ = &output_own_;
     }
     RETURN_IF_ERROR(UploadVector(w_.output_norm, c_.n_embd, &output_norm_));
@@ -164,13 +169,13 @@ class CudaBackend final : public Backend {
       DeviceLayer& D = layers_[l];
       RETURN_IF_ERROR(UploadVector(L.attn_norm, c_.n_embd, &D.attn_norm));
       RETURN_IF_ERROR(UploadVector(L.ffn_norm, c_.n_embd, &D.ffn_norm));
-      RETURN_IF_ERROR(UploadMatrix(L.wq, &D.wq));
-      RETURN_IF_ERROR(UploadMatrix(L.wk, &D.wk));
-      RETURN_IF_ERROR(UploadMatrix(L.wv, &D.wv));
-      RETURN_IF_ERROR(UploadMatrix(L.wo, &D.wo));
-      RETURN_IF_ERROR(UploadMatrix(L.gate, &D.gate));
-      RETURN_IF_ERROR(UploadMatrix(L.up, &D.up));
-      RETURN_IF_ERROR(UploadMatrix(L.down, &D.down));
+      RETURN_IF_ERROR(UploadMatrix(L.wq, pool, &D.wq));
+      RETURN_IF_ERROR(UploadMatrix(L.wk, pool, &D.wk));
+      RETURN_IF_ERROR(UploadMatrix(L.wv, pool, &D.wv));
+      RETURN_IF_ERROR(UploadMatrix(L.wo, pool, &D.wo));
+      RETURN_IF_ERROR(UploadMatrix(L.gate, pool, &D.gate));
+      RETURN_IF_ERROR(UploadMatrix(L.up, pool, &D.up));
+      RETURN_IF_ERROR(UploadMatrix(L.down, pool, &D.down));
       if (c_.qkv_bias) {
         RETURN_IF_ERROR(UploadVector(L.bq, c_.q_dim(), &D.bq));
         RETURN_IF_ERROR(UploadVector(L.bk, c_.kv_dim(), &D.bk));
@@ -218,6 +223,27 @@ class CudaBackend final : public Backend {
     for (const ForwardSeq& s : batch) s.kv->length += static_cast<int32_t>(s.tokens.size());
     return absl::OkStatus();
   }
+
+  // The logits stay on the device; the verify kernels run for every block
+  // of the batch in one launch (kernels/cuda_verify.cuh); only their O(K)
+  // results, and the rows of sequences without a block, come back.
+  absl::Status ForwardVerify(absl::Span<const ForwardSeq> batch, absl::Span<const VerifyInput* const> verify,
+                             VerifyBatchOutput* out) override {
+    RETURN_IF_ERROR(ValidateForwardVerify(batch, verify, c_));
+    SPECSERVE_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
+    RETURN_IF_ERROR(PrepareBatch(batch, c_, pool_));
+    absl::Status st = RunVerify(batch, verify, out);
+    if (!st.ok()) {
+      cudaStreamSynchronize(stream_);
+      for (const ForwardSeq& s : batch) pool_.Truncate(*s.kv, s.kv->length);
+      return st;
+    }
+    for (const ForwardSeq& s : batch) s.kv->length += static_cast<int32_t>(s.tokens.size());
+    verify_bytes_to_host_ += out->bytes_to_host;
+    return absl::OkStatus();
+  }
+  std::string verify_location() const override { return "cuda"; }
+  int64_t verify_bytes_to_host() const override { return verify_bytes_to_host_; }
 
  private:
   // Device views of the current pass's metadata.
@@ -412,9 +438,64 @@ class CudaBackend final : public Backend {
     return MatMul(L.down, gate_, T_, x_, kAccumulate);
   }
 
-  absl::Status Logits(std::vector<float>* logits) {
-    logits->resize(static_cast<size_t>(R_) * c_.vocab);
+  // Forward's verify-step counterpart: the pass, then the verify launch over
+  // the device logits [R, vocab]; rows of block-less sequences to the host.
+  absl::Status RunVerify(absl::Span<const ForwardSeq> batch, absl::Span<const VerifyInput* const> verify,
+                         VerifyBatchOutput* out) {
+    out->results.assign(batch.size(), VerifyResult{});
+    out->first_row.assign(batch.size(), 0);
+    out->logits.clear();
+    out->verify_seconds = 0;
+    out->bytes_to_host = 0;
+    RETURN_IF_ERROR(Layout(batch));
+    if (T_ == 0) return absl::OkStatus();
+    RETURN_IF_ERROR(Embed());
+    for (int l = 0; l < c_.n_layer; ++l) RETURN_IF_ERROR(Block(l));
     if (R_ == 0) return cuda::CudaStatus(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+    RETURN_IF_ERROR(DeviceLogits());
+    // Rows of the sequences without a block, compacted in batch order.
+    std::vector<VerifyInput> blocks;
+    std::vector<int64_t> block_row;
+    std::vector<size_t> block_seq;
+    int64_t row = 0, host_rows = 0;
+    const size_t row_bytes = static_cast<size_t>(c_.vocab) * sizeof(float);
+    for (size_t i = 0; i < batch.size(); ++i) {
+      if (verify[i] != nullptr) {
+        blocks.push_back(*verify[i]);
+        block_row.push_back(row);
+        block_seq.push_back(i);
+      } else {
+        out->first_row[i] = host_rows;
+        host_rows += batch[i].n_logits;
+      }
+      row += batch[i].n_logits;
+    }
+    if (host_rows > 0) {
+      RETURN_IF_ERROR(logits_host_.Reserve(host_rows * row_bytes));
+      for (size_t i = 0; i < batch.size(); ++i) {
+        if (verify[i] != nullptr || batch[i].n_logits == 0) continue;
+        int64_t first = 0;  // the sequence's first row among all R rows
+        for (size_t j = 0; j < i; ++j) first += batch[j].n_logits;
+        SPECSERVE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(logits_host_.get() + out->first_row[i] * row_bytes,
+                                                       logits_.as<float>() + first * c_.vocab,
+                                                       batch[i].n_logits * row_bytes, cudaMemcpyDeviceToHost,
+                                                       stream_));
+      }
+    }
+    cuda::DeviceVerifyStats stats;
+    ASSIGN_OR_RETURN(std::vector<VerifyResult> results,
+                     verifier_.RunOnDevice(blocks, logits_.as<float>(), block_row, R_, stream_, &stats));
+    for (size_t j = 0; j < block_seq.size(); ++j) out->results[block_seq[j]] = results[j];
+    SPECSERVE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));  // the rows, when there were no blocks
+    out->logits.assign(reinterpret_cast<const float*>(logits_host_.get()),
+                       reinterpret_cast<const float*>(logits_host_.get()) + host_rows * c_.vocab);
+    out->verify_seconds = stats.kernel_seconds;
+    out->bytes_to_host = stats.bytes_to_host + host_rows * static_cast<int64_t>(row_bytes);
+    return absl::OkStatus();
+  }
+
+  // The final norm and output projection of the rows asked for: logits_ [R, vocab].
+  absl::Status DeviceLogits() {
     // Gather the final hidden states of the rows asked for: [R, n_embd].
     cuda::EmbeddingArgs g;
     g.table = x_.get();
@@ -426,7 +507,13 @@ class CudaBackend final : public Backend {
     g.out = hidden_.as<float>();
     RETURN_IF_ERROR(cuda::LaunchEmbedding(g, stream_));
     RETURN_IF_ERROR(RmsNorm(hidden_, output_norm_, hidden_, R_));
-    RETURN_IF_ERROR(MatMul(*output_, hidden_, R_, logits_));
+    return MatMul(*output_, hidden_, R_, logits_);
+  }
+
+  absl::Status Logits(std::vector<float>* logits) {
+    logits->resize(static_cast<size_t>(R_) * c_.vocab);
+    if (R_ == 0) return cuda::CudaStatus(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+    RETURN_IF_ERROR(DeviceLogits());
     const size_t bytes = logits->size() * sizeof(float);
     RETURN_IF_ERROR(logits_host_.Reserve(bytes));
     SPECSERVE_CUDA_RETURN_IF_ERROR(
@@ -458,6 +545,8 @@ class CudaBackend final : public Backend {
   int32_t max_keys_ = 1;
   Meta meta_{};
   PinnedBuffer meta_host_, logits_host_;
+  cuda::DeviceVerifier verifier_;      // the verify step's buffers
+  int64_t verify_bytes_to_host_ = 0;   // all ForwardVerify calls
   DeviceBuffer meta_dev_;
   DeviceBuffer x_, xn_, q_, k_, v_, attn_, gate_, up_, hidden_, logits_;
   DeviceBuffer matmul_ws_, attn_ws_;
@@ -465,12 +554,23 @@ class CudaBackend final : public Backend {
 
 }  // namespace
 
+absl::Status SelectCudaDevice(int device) {
+  std::string why;
+  const int n = cuda::DeviceCount(&why);
+  if (n == 0) return absl::FailedPreconditionError(absl::StrCat("no CUDA device (", why, ")"));
+  if (device < 0 || device >= n) {
+    return absl::InvalidArgumentError(absl::StrCat("--device ", device, ": this machine has ", n,
+                                                   " CUDA device", n == 1 ? "" : "s", ", ordinals 0..", n - 1));
+  }
+  return cuda::CudaStatus(cudaSetDevice(device), "cudaSetDevice");
+}
+
 absl::StatusOr<std::unique_ptr<Backend>> MakeCudaBackend(const Model& model, const BackendOptions& opts) {
   const int n = cuda::DeviceCount();
   if (n == 0) return absl::FailedPreconditionError("no CUDA device");
   if (opts.device < 0 || opts.device >= n) {
     return absl::FailedPreconditionError(
-        absl::StrCat("CUDA device ", opts.device, " requested but ", n, " present"));
+        absl::StrCat("CUDA device ", opts.device, " requested but ", n, " present (ordinals 0..", n - 1, ")"));
   }
   if (opts.kv_block_size < 1 || opts.kv_block_size > 1024) {
     return absl::InvalidArgumentError("kv_block_size must be in [1, 1024]");

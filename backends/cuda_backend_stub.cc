@@ -9,4 +9,9 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeCudaBackend(const Model&, const Bac
       "this specserve binary was built without CUDA (configure with -DSPECSERVE_CUDA=ON)");
 }
 
+absl::Status SelectCudaDevice(int) {
+  return absl::FailedPreconditionError(
+      "this specserve binary was built without CUDA (configure with -DSPECSERVE_CUDA=ON)");
+}
+
 }  // namespace specserve

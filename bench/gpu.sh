@@ -1,38 +1,47 @@
 #!/usr/bin/env bash
 # GPU checks and benchmark of the CUDA backend: builds the GPU test binaries
-# for sm_90, runs the GPU tests (kernel parity: tests/cuda_ops_test.cc, exact
-# verify tokens: tests/cuda_verify_parity_test.cc, golden models through the
-# CUDA backend: tests/cuda_backend_test.cc), then the benchmark (tests/cuda_bench_test.cc),
-# which prints one table: copy bandwidth and decode floor, decode ms/token, the
-# verify pass for K+1 = 1..16 and the verify kernel for V = 4096 and 128256.
+# and the services for sm_90, runs the GPU tests (kernel parity:
+# tests/cuda_ops_test.cc, exact verify tokens: tests/cuda_verify_parity_test.cc,
+# golden models and batch invariance through the CUDA backend:
+# tests/cuda_backend_test.cc, the verify step on the device:
+# tests/forward_verify_test.cc), then the benchmark (tests/cuda_bench_test.cc:
+# copy bandwidth and decode floor, decode ms/token, the verify pass for
+# K+1 = 1..16 and the verify kernel for V = 4096 and 128256), then the three
+# services on the GPU with device verification: the target inflated to the
+# llama-8b shape and the draft to llama-1b (`specserve inflate`), plain vs
+# speculative tokens/s through the coordinator, the verify kernel's time per
+# round (the target's specserve_verify_duration_seconds) and the round time
+# split into draft / verify / network; one short table at the end.
 #
 # The lent GPU machine has CUDA but no gRPC, protobuf or Abseil libraries
 # (../shared/GPU.md), so the work is split in two:
-#   bench/gpu.sh build   here: build into build-gpu/ ($BUILD_DIR) and pack out/gpu/ (the
-#                        binaries, every shared library they load except glibc,
-#                        libstdc++, libgcc and CUDA's own, the 14m model and
-#                        golden.json): about 55 MB
+#   bench/gpu.sh build   here: build into build-gpu/ ($BUILD_DIR) and pack
+#                        out/gpu.tar.xz (the binaries, every shared library
+#                        they load except glibc, libstdc++, libgcc and CUDA's
+#                        own, the 14m model and golden.json)
 #   bench/gpu.sh run     on the GPU machine, from the repository root, with
-#                        out/gpu carried: tests, then the benchmark
+#                        out/gpu.tar.xz carried: tests, benchmark, services
 #   bench/gpu.sh         both (a machine that can build and has a GPU)
-# Device call: run(command="bash bench/gpu.sh run", carry=["out/gpu"],
-# timeout_s=480). Run end to end in well under 8 minutes.
+# Device call: run(command="bash bench/gpu.sh run", carry=["out/gpu.tar.xz"],
+# timeout_s=480). Runs end to end in under 8 minutes (each stage has its own
+# time limit).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 bundle=out/gpu
 build_dir=${BUILD_DIR:-build-gpu}
 mode=${1:-all}
-gpu_tests="cuda_ops_test cuda_verify_parity_test cuda_backend_test"
+gpu_tests="cuda_ops_test cuda_verify_parity_test cuda_backend_test forward_verify_test"
+services="specserve-target specserve-draft specserve-coordinator specserve"
 
 build() {
   local jobs=${JOBS:-$(nproc)}
   cmake -S . -B "$build_dir" -G Ninja -DSPECSERVE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
     -DCMAKE_BUILD_TYPE=Release >/dev/null
-  ninja -C "$build_dir" -j"$jobs" $gpu_tests cuda_bench_test
-  rm -rf "$bundle"
+  ninja -C "$build_dir" -j"$jobs" $gpu_tests cuda_bench_test $services
+  rm -rf "$bundle" "$bundle.tar.xz"
   mkdir -p "$bundle/bin" "$bundle/lib" "$bundle/shared/models" "$bundle/shared/golden"
-  for t in $gpu_tests cuda_bench_test; do
+  for t in $gpu_tests cuda_bench_test $services; do
     cp "$build_dir/bin/$t" "$bundle/bin/"
     strip --strip-debug "$bundle/bin/$t"
   done
@@ -47,10 +56,78 @@ build() {
   local shared=${SPECSERVE_SHARED:-$root/../shared}
   [ -f "$shared/models/code-target-14m.gguf" ] && cp "$shared/models/code-target-14m.gguf" "$bundle/shared/models/"
   [ -f "$shared/golden/golden.json" ] && cp "$shared/golden/golden.json" "$bundle/shared/golden/"
-  du -sh "$bundle"
+  # The device call carries at most 64 MiB: one compressed archive.
+  tar -C "$(dirname "$bundle")" -cJf "$bundle.tar.xz" "$(basename "$bundle")"
+  du -sh "$bundle" "$bundle.tar.xz"
+}
+
+# The three services on device 0 (one GPU machine: draft and target share
+# it), the target verifying on the device; plain vs speculative through the
+# coordinator, then one table.
+services_bench() {
+  local bin=$root/$bundle/bin work
+  work=$(mktemp -d)
+  local target=$work/target-8b.gguf draft=$work/draft-1b.gguf shape_t=llama-8b shape_d=llama-1b
+  echo "== services: inflating the target (llama-8b) and the draft (llama-1b)"
+  if ! timeout 150 "$bin/specserve" inflate --model models/code-target-7m.gguf --shape llama-8b --type f16 \
+      --out "$target" >/dev/null || ! timeout 60 "$bin/specserve" inflate --model models/code-draft-1m.gguf \
+      --shape llama-1b --type f16 --out "$draft" >/dev/null; then
+    echo "inflation failed or took too long: the bundled 7m target and 1m draft instead"
+    target=$root/models/code-target-7m.gguf draft=$root/models/code-draft-1m.gguf shape_t=7m shape_d=1m
+  fi
+  read -r tp dp cp tm dm cm < <(python3 tools/free_ports.py 6 | tr '\n' ' '; echo)
+  local pids=()
+  "$bin/specserve-target" --backend cuda --device 0 --listen "127.0.0.1:$tp" --model "$target" \
+    --max-sessions 4 --metrics-port "$tm" >"$work/target.log" 2>&1 & pids+=($!)
+  "$bin/specserve-draft" --backend cuda --device 0 --listen "127.0.0.1:$dp" --model "$draft" \
+    --max-sessions 4 --metrics-port "$dm" >"$work/draft.log" 2>&1 & pids+=($!)
+  local ok=0
+  for _ in $(seq 240); do
+    grep -q "listening on port" "$work/target.log" && grep -q "listening on port" "$work/draft.log" && { ok=1; break; }
+    sleep 0.5
+  done
+  if [ "$ok" = 1 ]; then
+    "$bin/specserve-coordinator" --listen "127.0.0.1:$cp" --target "127.0.0.1:$tp" --draft "127.0.0.1:$dp" \
+      --draft-timeout-ms 0 --metrics-port "$cm" >"$work/coordinator.log" 2>&1 & pids+=($!)
+    sleep 2
+    timeout 150 "$bin/specserve" serve-bench --coordinator "127.0.0.1:$cp" --target-model "$target" \
+      --prompts bench/prompts.jsonl --max-tokens 128 --temperatures 0,1 --k 4 --concurrency 1 --duration 15 \
+      --json "$work/serve.json" || ok=0
+    for port in "$tm" "$cm"; do python3 -c "import urllib.request,sys; sys.stdout.write(urllib.request.urlopen('http://127.0.0.1:$port/metrics').read().decode())" >"$work/metrics-$port.txt" || true; done
+  else
+    echo "the services did not start:"; tail -5 "$work/target.log" "$work/draft.log"
+  fi
+  kill "${pids[@]}" 2>/dev/null || true
+  wait 2>/dev/null || true
+  [ "$ok" = 1 ] || return 1
+  python3 - "$work/serve.json" "$work/metrics-$tm.txt" "$work/metrics-$cm.txt" "$shape_t" "$shape_d" <<'PY'
+import json, re, sys
+rows = json.load(open(sys.argv[1]))
+def metric(path, name, labels=""):
+    pat = re.compile(r"^" + re.escape(name) + r"\{[^}]*" + re.escape(labels) + r"[^}]*\} (\S+)$|^" + re.escape(name) + r" (\S+)$")
+    total = 0.0
+    for line in open(path):
+        m = pat.match(line.strip())
+        if m: total += float(m.group(1) or m.group(2))
+    return total
+t, c = sys.argv[2], sys.argv[3]
+vs, vn = metric(t, "specserve_verify_duration_seconds_sum"), metric(t, "specserve_verify_duration_seconds_count")
+where = "cuda" if metric(t, "specserve_verify_location", 'location="cuda"') == 1 else "cpu"
+phase = {p: (metric(c, "specserve_round_duration_seconds_sum", 'phase="%s"' % p),
+             metric(c, "specserve_round_duration_seconds_count", 'phase="%s"' % p)) for p in ("draft", "verify", "network")}
+print("== services: target %s, draft %s, both on GPU 0, verification on %s" % (sys.argv[4], sys.argv[5], where))
+print("%-5s %-8s %10s" % ("T", "drafter", "tokens/s"))
+for r in rows:
+    print("%-5s %-8s %10.1f" % (r.get("temperature"), r.get("drafter"), r.get("throughput_tokens_per_s", 0)))
+print("verify kernel per round: %.3f ms (%d rounds)" % (1e3 * vs / max(vn, 1), vn))
+print("round split (ms/round): " + ", ".join("%s %.2f" % (p, 1e3 * s / max(n, 1)) for p, (s, n) in phase.items()))
+PY
 }
 
 run() {
+  if [ ! -d "$bundle" ] && [ -f "$bundle.tar.xz" ]; then
+    mkdir -p "$(dirname "$bundle")" && tar -C "$(dirname "$bundle")" -xJf "$bundle.tar.xz"
+  fi
   for t in $gpu_tests; do
     [ -x "$bundle/bin/$t" ] || { echo "no $bundle/bin/$t: run 'bench/gpu.sh build' first" >&2; exit 2; }
   done
@@ -71,12 +148,13 @@ run() {
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
   local status=0
   echo "== GPU tests"
-  local deadline=$((SECONDS + 240))  # 240 s for the GPU tests together
+  local deadline=$((SECONDS + 150))  # 150 s for the GPU tests together
   for t in $gpu_tests; do
     timeout $((deadline > SECONDS ? deadline - SECONDS : 1)) "$bundle/bin/$t" --gtest_brief=1 || status=$?
   done
   echo "== benchmark"
-  SPECSERVE_BENCH=1 timeout 300 "$bundle/bin/cuda_bench_test" --gtest_brief=1 || status=$?
+  SPECSERVE_BENCH=1 timeout 120 "$bundle/bin/cuda_bench_test" --gtest_brief=1 || status=$?
+  services_bench || status=1
   exit "$status"
 }
 

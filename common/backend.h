@@ -18,6 +18,8 @@
 namespace specserve {
 
 using TokenId = int32_t;
+struct VerifyInput;   // spec/verify.h
+struct VerifyResult;  // spec/verify.h
 
 // One sequence of a ragged batch: its cache and the tokens to append at
 // positions [kv->length, kv->length + tokens.size()).
@@ -42,6 +44,15 @@ struct BackendOptions {
   int64_t kv_memory_mib = 1024;
 };
 
+// What one ForwardVerify call gives back.
+struct VerifyBatchOutput {
+  std::vector<VerifyResult> results;  // [batch]: where verify[i] != nullptr
+  std::vector<float> logits;          // [rows, vocab] host rows of the sequences without a block
+  std::vector<int64_t> first_row;     // [batch]: where such a sequence's rows start in logits
+  double verify_seconds = 0;          // the rule alone (on CUDA: the kernels' device time)
+  int64_t bytes_to_host = 0;          // device -> host bytes of the call (0 on the CPU)
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -51,6 +62,26 @@ class Backend {
   // out of range, context overflow, bad n_logits), RESOURCE_EXHAUSTED (KV
   // pool full). On error no sequence's length has changed.
   virtual absl::Status Forward(absl::Span<const ForwardSeq> batch, std::vector<float>* logits) = 0;
+
+  // The verify step, run where the backend keeps its logits: Forward over
+  // the batch, then for each sequence i with verify[i] != nullptr the
+  // verify-and-resample rule (spec/verify.h) on its k + 1 logits rows
+  // (batch[i].n_logits must be verify[i]->k + 1; verify[i]->target_logits
+  // is ignored: the backend supplies the rows). A sequence without a block
+  // (a prefill, or a round that needs its logits on the host) gets its
+  // n_logits rows in out->logits at out->first_row[i], as Forward would.
+  // The CPU backend runs Forward and the CPU Verify; the CUDA backend keeps
+  // the logits on the device, verifies the whole batch in one launch and
+  // copies back O(K) bytes per verified sequence. Errors as Forward's, plus
+  // INVALID_ARGUMENT for a malformed block (checked before the pass, so on
+  // error no sequence's length has changed).
+  virtual absl::Status ForwardVerify(absl::Span<const ForwardSeq> batch,
+                                     absl::Span<const VerifyInput* const> verify, VerifyBatchOutput* out) = 0;
+  // Where ForwardVerify runs the rule: "cpu" or "cuda".
+  virtual std::string verify_location() const = 0;
+  // Bytes ForwardVerify has copied device -> host so far, all calls together
+  // (0 on the CPU backend, whose logits never leave host memory).
+  virtual int64_t verify_bytes_to_host() const { return 0; }
 
   virtual KvPool& kv_pool() = 0;
   virtual const ModelConfig& config() const = 0;

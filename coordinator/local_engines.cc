@@ -68,12 +68,16 @@ absl::StatusOr<RoundResult> LocalVerifier::Verify(int64_t round, const Proposal&
   const auto t0 = std::chrono::steady_clock::now();
   ForwardSeq pass;
   RETURN_IF_ERROR(session_.BeginVerify(round, p, &pass));
-  absl::Status s = backend_.Forward({pass}, &logits_);
+  // The backend verifies where it keeps the logits (Backend::ForwardVerify).
+  const VerifyInput* block = session_.verify_block();
+  VerifyBatchOutput out;
+  absl::Status s = backend_.ForwardVerify({pass}, {block}, &out);
   if (!s.ok()) {
     session_.AbortVerify();
     return s;
   }
-  ASSIGN_OR_RETURN(RoundResult r, session_.FinishVerify(logits_.data()));
+  ASSIGN_OR_RETURN(RoundResult r, block != nullptr ? session_.FinishVerify(out.results[0])
+                                                   : session_.FinishVerify(out.logits.data()));
   r.compute_seconds = Since(t0);
   return r;
 }

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/attention_plan.h"
 #include "kernels/cuda_device_utils.cuh"
+#include "common/status_macros.h"
 #include "kernels/cuda_util.h"
 
 namespace specserve::cuda {
@@ -14,29 +16,17 @@ constexpr int kThreads = kWarps * device::kWarp;
 constexpr int kMaxGroup = 8;     // query heads per block (a larger GQA group takes several blocks)
 constexpr int kMaxHeadDim = 256;
 constexpr int kMaxDimsPerLane = kMaxHeadDim / device::kWarp;
-constexpr int kTargetBlocks = 264;  // about two blocks per SM on a 132-SM H100/H200
-constexpr int kMinChunk = 64;       // fewest keys per split
-constexpr int kMaxSplits = 64;
 
+// The key split is fixed (kernels/attention_plan.h): chunks of
+// kAttentionKeyChunk keys, whatever the pass.
 struct Split {
   int32_t splits;
   int32_t chunk;  // keys per split
 };
 
-Split ChooseSplit(int64_t T, int32_t n_head, int32_t n_head_kv, int32_t max_keys) {
-  const int64_t group = n_head / n_head_kv;
-  const int64_t base = T * n_head_kv * ((group + kMaxGroup - 1) / kMaxGroup);
-  int64_t splits = 1;
-  if (base < kTargetBlocks) {
-    splits = std::min<int64_t>((kTargetBlocks + base - 1) / base,
-                               (max_keys + kMinChunk - 1) / kMinChunk);
-    splits = std::clamp<int64_t>(splits, 1, kMaxSplits);
-  }
-  int32_t chunk = static_cast<int32_t>((max_keys + splits - 1) / splits);
-  chunk = (chunk + device::kWarp - 1) / device::kWarp * device::kWarp;
-  splits = (max_keys + chunk - 1) / chunk;
-  return {static_cast<int32_t>(std::max<int64_t>(splits, 1)), std::max(chunk, device::kWarp)};
-}
+Split ChooseSplit(int32_t max_keys) { return {AttentionSplits(max_keys), kAttentionKeyChunk}; }
+static_assert(kAttentionKeyChunk % (kWarps * device::kWarp) == 0,
+              "a chunk must start each warp's sweep at the same offset");
 
 struct KernelParams {
   PagedAttentionArgs a;
@@ -208,10 +198,8 @@ __global__ void MergeSplitsKernel(const float* __restrict__ part_acc, const floa
 size_t PagedAttentionWorkspaceBytes(int64_t T, int32_t n_head, int32_t n_head_kv, int32_t head_dim,
                                     int32_t max_keys) {
   if (T <= 0 || n_head < 1 || n_head_kv < 1 || max_keys < 1) return 0;
-  const Split sp = ChooseSplit(T, n_head, n_head_kv, max_keys);
-  if (sp.splits == 1) return 0;
-  const size_t parts = static_cast<size_t>(T) * n_head * sp.splits;
-  return parts * (head_dim + 2) * sizeof(float);
+  if (ChooseSplit(max_keys).splits == 1) return 0;
+  return static_cast<size_t>(AttentionPartBytes(T, n_head, head_dim, max_keys));
 }
 
 absl::Status LaunchPagedAttention(const PagedAttentionArgs& a, cudaStream_t stream) {
@@ -228,7 +216,8 @@ absl::Status LaunchPagedAttention(const PagedAttentionArgs& a, cudaStream_t stre
       a.table_offset == nullptr || a.k_cache == nullptr || a.v_cache == nullptr || a.out == nullptr) {
     return absl::InvalidArgumentError("attention: null pointer");
   }
-  const Split sp = ChooseSplit(a.T, a.n_head, a.n_head_kv, a.max_keys);
+  const Split sp = ChooseSplit(a.max_keys);
+  const int64_t slice = AttentionSliceTokens(a.T, a.n_head, a.head_dim, a.max_keys);
   KernelParams kp;
   kp.a = a;
   kp.group = a.n_head / a.n_head_kv;
@@ -237,25 +226,39 @@ absl::Status LaunchPagedAttention(const PagedAttentionArgs& a, cudaStream_t stre
   kp.chunk = sp.chunk;
   kp.part_acc = nullptr;
   kp.part_ml = nullptr;
+  if (sp.splits > 65535) return absl::InvalidArgumentError("attention: too many keys");
   if (sp.splits > 1) {
     const size_t need = PagedAttentionWorkspaceBytes(a.T, a.n_head, a.n_head_kv, a.head_dim, a.max_keys);
     if (a.workspace == nullptr || a.workspace_bytes < need) {
       return absl::InvalidArgumentError("attention: workspace too small");
     }
-    const size_t parts = static_cast<size_t>(a.T) * a.n_head * sp.splits;
+    const size_t parts = static_cast<size_t>(slice) * a.n_head * sp.splits;
     kp.part_acc = static_cast<float*>(a.workspace);
     kp.part_ml = kp.part_acc + parts * a.head_dim;
   }
-  const dim3 grid(static_cast<unsigned>(a.T), static_cast<unsigned>(a.n_head_kv * kp.head_groups),
-                  static_cast<unsigned>(sp.splits));
-  PagedAttentionKernel<<<grid, kThreads, 0, stream>>>(kp);
-  absl::Status st = CheckLaunch("PagedAttentionKernel");
-  if (!st.ok() || sp.splits == 1) return st;
-  const int64_t rows = a.T * a.n_head;
-  if (rows > 0x7fffffff) return absl::InvalidArgumentError("attention: too many rows");
-  MergeSplitsKernel<<<static_cast<unsigned>(rows), 128, 0, stream>>>(kp.part_acc, kp.part_ml, sp.splits,
-                                                                    a.head_dim, a.out);
-  return CheckLaunch("MergeSplitsKernel");
+  // Slices of query tokens: each token's result is its own, so slicing
+  // changes no bits; it only bounds the partials' scratch.
+  const int64_t q_row = static_cast<int64_t>(a.n_head) * a.head_dim;
+  for (int64_t t0 = 0; t0 < a.T; t0 += slice) {
+    const int64_t n = std::min(slice, a.T - t0);
+    KernelParams ks = kp;
+    ks.a.q = a.q + t0 * q_row;
+    ks.a.positions = a.positions + t0;
+    ks.a.token_seq = a.token_seq + t0;
+    ks.a.out = a.out + t0 * q_row;
+    ks.a.T = n;
+    const dim3 grid(static_cast<unsigned>(n), static_cast<unsigned>(a.n_head_kv * kp.head_groups),
+                    static_cast<unsigned>(sp.splits));
+    PagedAttentionKernel<<<grid, kThreads, 0, stream>>>(ks);
+    RETURN_IF_ERROR(CheckLaunch("PagedAttentionKernel"));
+    if (sp.splits == 1) continue;
+    const int64_t rows = n * a.n_head;
+    if (rows > 0x7fffffff) return absl::InvalidArgumentError("attention: too many rows");
+    MergeSplitsKernel<<<static_cast<unsigned>(rows), 128, 0, stream>>>(ks.part_acc, ks.part_ml, sp.splits,
+                                                                      a.head_dim, ks.a.out);
+    RETURN_IF_ERROR(CheckLaunch("MergeSplitsKernel"));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace specserve::cuda

@@ -8,10 +8,11 @@
 // 2022): no score matrix is materialised. A block handles one query token and
 // one KV head with its grouped query heads (GQA: each K/V row is read once for
 // the group); its warps take tiles of 32 keys, one key per lane for the
-// scores, then all lanes accumulate the tile's values. When the batch has too
-// few (token, head) items to fill the device, the keys are split across
-// blocks and a second kernel merges the partial softmaxes (flash-decoding,
-// Dao et al. 2023).
+// scores, then all lanes accumulate the tile's values. The keys are split
+// across blocks in fixed chunks of kAttentionKeyChunk and a second kernel
+// merges the partial softmaxes in chunk order (flash-decoding, Dao et al.
+// 2023). The chunk never depends on the pass (kernels/attention_plan.h), so
+// a token's output has the same bits in any pass shape and batch.
 #pragma once
 
 #include <cuda_runtime_api.h>

@@ -1,6 +1,11 @@
-// Y = X W^T through cuBLAS (cublasGemmEx: f16 operands, fp32 accumulation
-// and output) for f16 weights on the device and fp32 activations.
+// Y = X W^T for f16 weights on the device and fp32 activations.
 // CPU reference: MatMul (kernels/cpu_matmul.h).
+//
+// Passes of at most kFixedOrderMaxTokens tokens (decode, verify) run a
+// fixed-order fp32 kernel of this folder, batch-invariant: every output
+// element is summed in an order fixed by the width alone
+// (kernels/matmul_plan.h). Larger passes go through cuBLAS (cublasGemmEx:
+// f16 operands, fp32 accumulation and output), as follows.
 //
 // cublasGemmEx needs both operands in one type, so the fp32 activations are
 // converted per call. kSplitF16 (the default) sends x as two f16 halves,
@@ -9,7 +14,9 @@
 // 11, for twice the (cheap) arithmetic and the same weight reads, so a decode
 // or verify pass, which is bound by reading the weights, costs about the same.
 // kF16 rounds x to f16 once (the usual inference trade, llama.cpp's cuBLAS
-// path). Values of |x| >= 65520 overflow f16 in both modes.
+// path). Each row of x is first scaled by a power of two that puts its
+// largest entry in [2^14, 2^15) and the output row scaled back (exact), so
+// no finite activation overflows f16.
 #pragma once
 
 #include <cublas_v2.h>
@@ -37,9 +44,9 @@ struct MatmulArgs {
   // their input).
   bool reuse_converted_x = false;
   MatmulPrecision precision = MatmulPrecision::kSplitF16;
-  void* workspace = nullptr; // >= MatmulWorkspaceBytes(T, rows, cols, precision) bytes, device
+  void* workspace = nullptr; // >= MatmulWorkspaceBytes(T, rows, cols, precision) bytes, device (0 for small T)
   size_t workspace_bytes = 0;
-  cublasHandle_t handle = nullptr;
+  cublasHandle_t handle = nullptr;  // needed above kFixedOrderMaxTokens
 };
 
 size_t MatmulWorkspaceBytes(int64_t T, int64_t rows, int64_t cols, MatmulPrecision precision);

@@ -36,6 +36,13 @@ __device__ __forceinline__ int QEnd(const VerifyBatchArgs& a, int j) {
   return max(QBegin(a, j), min(a.q_offsets[j + 1], a.q_count));
 }
 
+// Row i of sequence b in a.logits (see VerifyBatchArgs::logits_row).
+__device__ __forceinline__ int64_t LogitsRow(const VerifyBatchArgs& a, int b, int i) {
+  if (a.logits_row == nullptr) return static_cast<int64_t>(b) * (a.max_k + 1) + i;
+  const int64_t r = a.logits_row[b] + i;
+  return r < 0 ? 0 : r >= a.logits_rows ? a.logits_rows - 1 : r;
+}
+
 // --- Kernel 1: TargetDistribution of one row ------------------------------
 
 __global__ void __launch_bounds__(kThreads) TargetRowKernel(KernelParams kp) {
@@ -46,7 +53,7 @@ __global__ void __launch_bounds__(kThreads) TargetRowKernel(KernelParams kp) {
   if (i > kb) return;
   const int V = a.vocab;
   const int64_t row = static_cast<int64_t>(b) * (a.max_k + 1) + i;
-  const float* logits = a.logits + row * V;
+  const float* logits = a.logits + LogitsRow(a, b, i) * V;
   float* p = kp.probs + row * V;
   RowStat* stat = kp.stats + row;
   const SamplingParams P = a.params[b];
@@ -107,6 +114,13 @@ __global__ void __launch_bounds__(kThreads) TargetRowKernel(KernelParams kp) {
 
 enum Mode : int { kSampleP = 0, kResidual = 1 };
 
+// The per-position flags of sequence b: d_{i+1} accepted iff i < n.
+__device__ __forceinline__ void WriteAcceptFlags(const VerifyBatchArgs& a, int b, int n) {
+  if (a.accept_flags == nullptr) return;
+  uint8_t* f = a.accept_flags + static_cast<int64_t>(b) * a.max_k;
+  for (int i = 0; i < a.max_k; ++i) f[i] = i < n ? 1 : 0;
+}
+
 __global__ void __launch_bounds__(kThreads) DecideKernel(KernelParams kp) {
   __shared__ Shared sh;
   const VerifyBatchArgs& a = kp.a;
@@ -131,6 +145,7 @@ __global__ void __launch_bounds__(kThreads) DecideKernel(KernelParams kp) {
       }
       a.accepted[b] = n;
       a.next_token[b] = x;
+      WriteAcceptFlags(a, b, n);
     }
     return;
   }
@@ -222,6 +237,7 @@ __global__ void __launch_bounds__(kThreads) DecideKernel(KernelParams kp) {
   if (threadIdx.x == 0) {
     a.accepted[b] = n;
     a.next_token[b] = x;
+    WriteAcceptFlags(a, b, n);
   }
 }
 
@@ -264,6 +280,9 @@ absl::Status LaunchVerifyResample(const VerifyBatchArgs& a, cudaStream_t stream)
     return absl::InvalidArgumentError("verify: draft arrays are required when max_k > 0");
   }
   if (a.q_count < 0) return absl::InvalidArgumentError("verify: q_count must be >= 0");
+  if (a.logits_row != nullptr && a.logits_rows < 1) {
+    return absl::InvalidArgumentError("verify: logits_rows must be >= 1 with logits_row");
+  }
   const WorkspaceLayout l = Layout(a.batch, a.max_k, a.vocab);
   if (a.workspace == nullptr || a.workspace_bytes < l.total) {
     return absl::InvalidArgumentError("verify: workspace too small");
@@ -280,8 +299,60 @@ absl::Status LaunchVerifyResample(const VerifyBatchArgs& a, cudaStream_t stream)
   return CheckLaunch("DecideKernel");
 }
 
+DeviceVerifier::~DeviceVerifier() {
+  if (start_ != nullptr) cudaEventDestroy(start_);
+  if (stop_ != nullptr) cudaEventDestroy(stop_);
+}
+
 absl::StatusOr<std::vector<VerifyResult>> DeviceVerifier::Run(absl::Span<const VerifyInput> inputs,
-                                                              cudaStream_t stream) {
+                                                              cudaStream_t stream, DeviceVerifyStats* stats) {
+  for (size_t b = 0; b < inputs.size(); ++b) {
+    const absl::Status s = ValidateVerifyInput(inputs[b]);
+    if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat("sequence ", b, ": ", s.message()));
+  }
+  if (inputs.empty()) return std::vector<VerifyResult>();
+  const int32_t V = inputs[0].vocab;
+  int32_t K = 0;
+  for (const VerifyInput& in : inputs) K = std::max(K, in.k);
+  const size_t row_floats = static_cast<size_t>(K + 1) * V;
+  RETURN_IF_ERROR(logits_.Reserve(inputs.size() * row_floats * sizeof(float)));
+  for (size_t b = 0; b < inputs.size(); ++b) {
+    if (inputs[b].vocab != V) return absl::InvalidArgumentError("verify: every sequence of a batch needs the same vocab");
+    SPECSERVE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(logits_.as<float>() + b * row_floats, inputs[b].target_logits,
+                                                   static_cast<size_t>(inputs[b].k + 1) * V * sizeof(float),
+                                                   cudaMemcpyHostToDevice, stream));
+  }
+  return Launch(inputs, logits_.as<float>(), {}, static_cast<int64_t>(inputs.size()) * (K + 1), stream, stats);
+}
+
+absl::StatusOr<std::vector<VerifyResult>> DeviceVerifier::RunOnDevice(absl::Span<const VerifyInput> inputs,
+                                                                      const float* logits,
+                                                                      absl::Span<const int64_t> logits_row,
+                                                                      int64_t rows, cudaStream_t stream,
+                                                                      DeviceVerifyStats* stats) {
+  if (logits_row.size() != inputs.size()) return absl::InvalidArgumentError("verify: one logits row per sequence");
+  if (logits == nullptr && !inputs.empty()) return absl::InvalidArgumentError("verify: null device logits");
+  static const float kSomeLogits = 0.0f;  // the rows are on the device; ValidateVerifyInput wants a pointer
+  for (size_t b = 0; b < inputs.size(); ++b) {
+    VerifyInput in = inputs[b];
+    in.target_logits = &kSomeLogits;
+    const absl::Status s = ValidateVerifyInput(in);
+    if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat("sequence ", b, ": ", s.message()));
+    if (logits_row[b] < 0 || logits_row[b] + in.k + 1 > rows) {
+      return absl::InvalidArgumentError(absl::StrCat("verify: sequence ", b, "'s rows [", logits_row[b], ", ",
+                                                     logits_row[b] + in.k + 1, ") leave the ", rows, " logits rows"));
+    }
+  }
+  return Launch(inputs, logits, logits_row, rows, stream, stats);
+}
+
+// Inputs validated by the caller; logits_row empty: the [batch, max_k + 1,
+// vocab] layout of Run's upload.
+absl::StatusOr<std::vector<VerifyResult>> DeviceVerifier::Launch(absl::Span<const VerifyInput> inputs,
+                                                                 const float* logits,
+                                                                 absl::Span<const int64_t> logits_row,
+                                                                 int64_t rows, cudaStream_t stream,
+                                                                 DeviceVerifyStats* stats) {
   const int32_t B = static_cast<int32_t>(inputs.size());
   if (B == 0) return std::vector<VerifyResult>();
   if (inputs.size() > 65535) return absl::InvalidArgumentError("verify: at most 65535 sequences per batch");
@@ -290,15 +361,14 @@ absl::StatusOr<std::vector<VerifyResult>> DeviceVerifier::Run(absl::Span<const V
   size_t n_q = 0;
   for (int32_t b = 0; b < B; ++b) {
     const VerifyInput& in = inputs[b];
-    const absl::Status s = ValidateVerifyInput(in);
-    if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat("sequence ", b, ": ", s.message()));
     if (in.vocab != V) return absl::InvalidArgumentError("verify: every sequence of a batch needs the same vocab");
     K = std::max(K, in.k);
     for (int32_t i = 0; i < in.k; ++i) n_q += in.draft_dists[i].ids.size();
   }
   if (n_q > 0x7fffffff) return absl::InvalidArgumentError("verify: draft distributions too large");
 
-  // Metadata in one upload: sections aligned to 16 bytes.
+  // Metadata in one upload: sections aligned to 16 bytes. The outputs
+  // (accepted, next token, flags) are one contiguous section: one copy back.
   size_t off = 0;
   auto section = [&off](size_t bytes) {
     const size_t at = off;
@@ -312,7 +382,9 @@ absl::StatusOr<std::vector<VerifyResult>> DeviceVerifier::Run(absl::Span<const V
   const size_t o_qprobs = section(n_q * sizeof(float));
   const size_t o_params = section(B * sizeof(SamplingParams));
   const size_t o_first = section(B * sizeof(uint64_t));
-  const size_t o_out = section(2 * B * sizeof(int32_t));
+  const size_t o_rows = section(B * sizeof(int64_t));
+  const size_t out_bytes = 2 * B * sizeof(int32_t) + static_cast<size_t>(B) * K;  // [2B] int32, [B, K] uint8
+  const size_t o_out = section(out_bytes);
   host_meta_.assign(off, 0);
   char* h = host_meta_.data();
   auto at = [h](size_t o) { return h + o; };
@@ -323,12 +395,14 @@ absl::StatusOr<std::vector<VerifyResult>> DeviceVerifier::Run(absl::Span<const V
   float* qprobs = reinterpret_cast<float*>(at(o_qprobs));
   SamplingParams* params = reinterpret_cast<SamplingParams*>(at(o_params));
   uint64_t* firstpos = reinterpret_cast<uint64_t*>(at(o_first));
+  int64_t* row_at = reinterpret_cast<int64_t*>(at(o_rows));
   int32_t e = 0;
   for (int32_t b = 0; b < B; ++b) {
     const VerifyInput& in = inputs[b];
     k[b] = in.k;
     params[b] = in.params;
     firstpos[b] = in.first_position;
+    row_at[b] = logits_row.empty() ? static_cast<int64_t>(b) * (K + 1) : logits_row[b];
     for (int32_t i = 0; i < K; ++i) {
       qoff[b * K + i] = e;
       if (i >= in.k) continue;
@@ -343,18 +417,15 @@ absl::StatusOr<std::vector<VerifyResult>> DeviceVerifier::Run(absl::Span<const V
   qoff[B * K] = e;
 
   RETURN_IF_ERROR(meta_.Reserve(off));
-  const size_t row_floats = static_cast<size_t>(K + 1) * V;
-  RETURN_IF_ERROR(logits_.Reserve(B * row_floats * sizeof(float)));
   RETURN_IF_ERROR(workspace_.Reserve(VerifyWorkspaceBytes(B, K, V)));
+  if (start_ == nullptr) SPECSERVE_CUDA_RETURN_IF_ERROR(cudaEventCreate(&start_));
+  if (stop_ == nullptr) SPECSERVE_CUDA_RETURN_IF_ERROR(cudaEventCreate(&stop_));
   SPECSERVE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(meta_.get(), h, off, cudaMemcpyHostToDevice, stream));
-  for (int32_t b = 0; b < B; ++b) {
-    SPECSERVE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(logits_.as<float>() + b * row_floats, inputs[b].target_logits,
-                                                   static_cast<size_t>(inputs[b].k + 1) * V * sizeof(float),
-                                                   cudaMemcpyHostToDevice, stream));
-  }
   char* d = meta_.as<char>();
   VerifyBatchArgs args;
-  args.logits = logits_.as<float>();
+  args.logits = logits;
+  args.logits_row = reinterpret_cast<const int64_t*>(d + o_rows);
+  args.logits_rows = rows;
   args.batch = B;
   args.max_k = K;
   args.vocab = V;
@@ -368,15 +439,34 @@ absl::StatusOr<std::vector<VerifyResult>> DeviceVerifier::Run(absl::Span<const V
   args.first_position = reinterpret_cast<const uint64_t*>(d + o_first);
   args.accepted = reinterpret_cast<int32_t*>(d + o_out);
   args.next_token = args.accepted + B;
+  args.accept_flags = reinterpret_cast<uint8_t*>(args.next_token + B);
   args.workspace = workspace_.get();
   args.workspace_bytes = workspace_.bytes();
+  SPECSERVE_CUDA_RETURN_IF_ERROR(cudaEventRecord(start_, stream));
   RETURN_IF_ERROR(LaunchVerifyResample(args, stream));
-  std::vector<int32_t> out(2 * B);
-  SPECSERVE_CUDA_RETURN_IF_ERROR(
-      cudaMemcpyAsync(out.data(), d + o_out, 2 * B * sizeof(int32_t), cudaMemcpyDeviceToHost, stream));
+  SPECSERVE_CUDA_RETURN_IF_ERROR(cudaEventRecord(stop_, stream));
+  // Pageable destination: small (O(K) per sequence), and the copy is
+  // synchronous with respect to the host once the stream is synchronised.
+  std::vector<char> out(out_bytes);
+  SPECSERVE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(out.data(), d + o_out, out_bytes, cudaMemcpyDeviceToHost, stream));
   SPECSERVE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+  float ms = 0.0f;
+  SPECSERVE_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, start_, stop_));
+  if (stats != nullptr) {
+    stats->kernel_seconds = ms * 1e-3;
+    stats->bytes_to_host = static_cast<int64_t>(out_bytes);
+  }
+  const int32_t* acc = reinterpret_cast<const int32_t*>(out.data());
+  const uint8_t* flags = reinterpret_cast<const uint8_t*>(acc + 2 * B);
   std::vector<VerifyResult> results(B);
-  for (int32_t b = 0; b < B; ++b) results[b] = VerifyResult{out[b], out[B + b]};
+  for (int32_t b = 0; b < B; ++b) {
+    VerifyResult& r = results[b];
+    r.accepted = acc[b];
+    r.next_token = acc[B + b];
+    for (int32_t i = 0; i < K && i < 64; ++i) {
+      if (flags[static_cast<size_t>(b) * K + i] != 0) r.accept_mask |= uint64_t{1} << i;
+    }
+  }
   return results;
 }
 

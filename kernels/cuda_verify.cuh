@@ -39,6 +39,12 @@ struct VerifyBatchArgs {
   int32_t batch = 0;
   int32_t max_k = 0;                     // 0..kMaxVerifyK
   int32_t vocab = 0;
+  // Where sequence b's rows start in logits ([batch]); nullptr: row
+  // b * (max_k + 1) of a [batch, max_k + 1, vocab] array. When set, every
+  // row read is clamped to [0, logits_rows), so a bad offset reads wrong
+  // rows, never outside the array.
+  const int64_t* logits_row = nullptr;
+  int64_t logits_rows = 0;
   const int32_t* k = nullptr;            // [batch] drafted tokens per sequence, 0..max_k
   const int32_t* draft_tokens = nullptr; // [batch, max_k]
   // Sparse q of draft token (b, i), j = b * max_k + i: entries
@@ -54,6 +60,7 @@ struct VerifyBatchArgs {
   const uint64_t* first_position = nullptr;   // [batch] absolute position of d_1
   int32_t* accepted = nullptr;           // [batch] out: n
   int32_t* next_token = nullptr;         // [batch] out: x
+  uint8_t* accept_flags = nullptr;       // [batch, max_k] out, optional: 1 where d_{i+1} was accepted
   void* workspace = nullptr;             // >= VerifyWorkspaceBytes(batch, max_k, vocab), device
   size_t workspace_bytes = 0;
 };
@@ -65,17 +72,41 @@ size_t VerifyWorkspaceBytes(int32_t batch, int32_t max_k, int32_t vocab);
 // even when they do not. INVALID_ARGUMENT for bad sizes or null pointers.
 absl::Status LaunchVerifyResample(const VerifyBatchArgs& a, cudaStream_t stream);
 
+// What one verify launch cost: the kernels' device time (CUDA events) and
+// the bytes copied back (accepted, next token and K flags per sequence).
+struct DeviceVerifyStats {
+  double kernel_seconds = 0;
+  int64_t bytes_to_host = 0;
+};
+
 // Host-side driver: validates VerifyInputs exactly as Verify does, uploads
-// them, runs both kernels on `stream` and returns the results. Keeps its
-// device buffers between calls (one per thread; not thread-safe).
+// the blocks and rules, runs both kernels on `stream` and copies back O(K)
+// bytes per sequence. Keeps its device buffers between calls (one per
+// thread; not thread-safe). accept_mask is filled from the kernel's flags.
 class DeviceVerifier {
  public:
-  absl::StatusOr<std::vector<VerifyResult>> Run(absl::Span<const VerifyInput> inputs,
-                                                cudaStream_t stream);
+  DeviceVerifier() = default;
+  ~DeviceVerifier();
+  DeviceVerifier(const DeviceVerifier&) = delete;
+  DeviceVerifier& operator=(const DeviceVerifier&) = delete;
+
+  // Host logits: inputs[b].target_logits ([k_b + 1, vocab]) are uploaded.
+  absl::StatusOr<std::vector<VerifyResult>> Run(absl::Span<const VerifyInput> inputs, cudaStream_t stream,
+                                                DeviceVerifyStats* stats = nullptr);
+  // Logits already on the device: sequence b's k_b + 1 rows start at row
+  // logits_row[b] of `logits` ([rows, vocab], device); target_logits is
+  // ignored. INVALID_ARGUMENT when a sequence's rows leave [0, rows).
+  absl::StatusOr<std::vector<VerifyResult>> RunOnDevice(absl::Span<const VerifyInput> inputs, const float* logits,
+                                                        absl::Span<const int64_t> logits_row, int64_t rows,
+                                                        cudaStream_t stream, DeviceVerifyStats* stats = nullptr);
 
  private:
+  absl::StatusOr<std::vector<VerifyResult>> Launch(absl::Span<const VerifyInput> inputs, const float* logits,
+                                                   absl::Span<const int64_t> logits_row, int64_t rows,
+                                                   cudaStream_t stream, DeviceVerifyStats* stats);
   DeviceBuffer logits_, meta_, workspace_;
   std::vector<char> host_meta_;
+  cudaEvent_t start_ = nullptr, stop_ = nullptr;
 };
 
 }  // namespace specserve::cuda

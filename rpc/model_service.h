@@ -91,6 +91,13 @@ class ModelService : public Service::CallbackService, public SessionService<Req,
   virtual absl::StatusOr<bool> NextPass(Entry& e, ForwardSeq* pass) = 0;
   // logits: [pass.n_logits, vocab], the pass's output rows.
   virtual absl::Status FinishPass(Entry& e, const ForwardSeq& pass, const float* logits) = 0;
+  // The verify block of the pass NextPass just gave, for the backend's
+  // verify step (Backend::ForwardVerify); nullptr: FinishPass gets its logits.
+  virtual const VerifyInput* PassVerify(Entry& e) { return nullptr; }
+  // A pass with a verify block: what the backend's verify step decided.
+  virtual absl::Status FinishVerifiedPass(Entry& e, const ForwardSeq& pass, const VerifyResult& v) {
+    return absl::InternalError("this service gives no verify blocks");
+  }
   // The pass failed; the session ends after this.
   virtual void AbortPass(Entry& e) = 0;
 
@@ -98,6 +105,7 @@ class ModelService : public Service::CallbackService, public SessionService<Req,
   void Iterate() final {
     passes_.clear();
     pass_ids_.clear();
+    verify_.clear();
     std::vector<std::pair<uint64_t, absl::Status>> failed;
     for (auto& [id, e] : this->sessions_) {
       State& st = e.state;
@@ -114,8 +122,9 @@ class ModelService : public Service::CallbackService, public SessionService<Req,
       }
       passes_.push_back(pass);
       pass_ids_.push_back(id);
+      verify_.push_back(st.pass == State::Pass::kRole ? PassVerify(e) : nullptr);
     }
-    RunBatch(this->backend(), passes_, this->metrics(), &out_);
+    RunBatch(this->backend(), passes_, verify_, this->metrics(), &out_);
     const int64_t vocab = this->backend().config().vocab;
     for (size_t i = 0; i < passes_.size(); ++i) {
       Entry& e = this->sessions_.at(pass_ids_[i]);
@@ -124,6 +133,8 @@ class ModelService : public Service::CallbackService, public SessionService<Req,
         if (e.state.pass == State::Pass::kRole) AbortPass(e);
       } else if (e.state.pass == State::Pass::kPrefill) {
         AnswerPrefill(e);
+      } else if (verify_[i] != nullptr) {
+        s = FinishVerifiedPass(e, passes_[i], out_.results[i]);
       } else {
         s = FinishPass(e, passes_[i], out_.logits.data() + out_.first_row[i] * vocab);
       }
@@ -145,6 +156,7 @@ class ModelService : public Service::CallbackService, public SessionService<Req,
   // This iteration's batch: pass_ids_[i] owns passes_[i]; and its output.
   std::vector<ForwardSeq> passes_;
   std::vector<uint64_t> pass_ids_;
+  std::vector<const VerifyInput*> verify_;  // [passes]: PassVerify's block or nullptr
   BatchOutput out_;
   v1::ModelInfo info_;
   TlsConfig tls_;

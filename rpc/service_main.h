@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "common/build_info.h"
 #include "common/log.h"
+#include "backends/make_backend.h"
 #include "rpc/cpu_affinity.h"
 #include "rpc/grpc_server.h"
 #include "rpc/metrics_server.h"
@@ -40,6 +41,11 @@ int ServeModel(int argc, char** argv, const ServiceMainSpec& spec) {
   if (!flags.ok()) return fail(flags.status(), 2);
   // Before any thread starts, so that every thread inherits the cores.
   if (absl::Status pinned = PinProcessToCpus(flags->cpus); !pinned.ok()) return fail(pinned, 2);
+  // --device before anything else touches CUDA: a bad ordinal fails here,
+  // not after the model has loaded.
+  if (flags->backend.kind == "cuda") {
+    if (absl::Status dev = SelectCudaDevice(flags->backend.device); !dev.ok()) return fail(dev, 2);
+  }
 
   absl::StatusOr<std::unique_ptr<MetricsServer>> metrics = MetricsServer::Start(flags->metrics_port, flags->metrics_host);
   if (!metrics.ok()) return fail(metrics.status(), 1);

@@ -84,11 +84,27 @@ ServiceMetrics::ServiceMetrics(prometheus::Registry& r, const std::string& role)
                               .Labels(Role(role))
                               .Register(r)
                               .Add({})),
+      verify_seconds(prometheus::BuildHistogram()
+                         .Name("specserve_verify_duration_seconds")
+                         .Help("Time of the verify-and-resample step of one batched verify pass (on CUDA: the "
+                               "kernels' device time)")
+                         .Labels(Role(role))
+                         .Register(r)
+                         .Add({}, prometheus::Histogram::BucketBoundaries{0.00001, 0.000025, 0.00005, 0.0001,
+                                                                          0.00025, 0.0005, 0.001, 0.0025, 0.005,
+                                                                          0.01, 0.025, 0.05, 0.1})),
       sessions_(prometheus::BuildCounter()
                     .Name("specserve_sessions_total")
                     .Help("Sessions by how they ended")
                     .Labels(Role(role))
-                    .Register(r)) {}
+                    .Register(r)),
+      verify_location_(prometheus::BuildGauge()
+                           .Name("specserve_verify_location")
+                           .Help("1 for where this service runs the verify step: location=\"cpu\" or \"cuda\"")
+                           .Labels(Role(role))
+                           .Register(r)) {}
+
+void ServiceMetrics::VerifiedOn(const std::string& location) { verify_location_.Add({{"location", location}}).Set(1); }
 
 prometheus::Counter& ServiceMetrics::Sessions(const std::string& status) {
   return sessions_.Add({{"status", status}});  // Add returns the existing child for known labels

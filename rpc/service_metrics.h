@@ -34,6 +34,11 @@ struct ServiceMetrics {
   prometheus::Counter& prefix_cache_hits;        // specserve_prefix_cache_hits_total
   prometheus::Counter& prefix_cache_hit_tokens;  // specserve_prefix_cache_hit_tokens_total
   prometheus::Gauge& prefix_cache_blocks;        // specserve_prefix_cache_blocks
+  // The target's verify step (Backend::ForwardVerify): its time per batched
+  // round (specserve_verify_duration_seconds; on CUDA the kernels' device
+  // time) and where it ran (specserve_verify_location{location} = 1).
+  prometheus::Histogram& verify_seconds;
+  void VerifiedOn(const std::string& location);
 
   // specserve_sessions_total{status}: how sessions ended. status is a
   // lowercase gRPC code name ("ok", "cancelled", "resource_exhausted", ...).
@@ -41,6 +46,7 @@ struct ServiceMetrics {
 
  private:
   prometheus::Family<prometheus::Counter>& sessions_;
+  prometheus::Family<prometheus::Gauge>& verify_location_;
 };
 
 // "OK" -> "ok", RESOURCE_EXHAUSTED -> "resource_exhausted", ... (a fixed, small set).

@@ -2,7 +2,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "spec/verify.h"
 
 namespace specserve {
 
@@ -59,6 +58,13 @@ absl::Status TargetSession::BeginVerify(int64_t round, const Proposal& p, Forwar
     RETURN_IF_ERROR(ValidateSparseDist(p.dists[i], config_.vocab));
   }
   proposal_ = p;
+  verify_ = VerifyInput{};
+  verify_.vocab = config_.vocab;
+  verify_.k = k;
+  verify_.draft_tokens = proposal_.tokens.data();
+  verify_.draft_dists = proposal_.dists.data();
+  verify_.params = spec_.target;
+  verify_.first_position = static_cast<uint64_t>(seq_.size());
   feed_.assign(1, seq_.pending());
   feed_.insert(feed_.end(), p.tokens.begin(), p.tokens.end());
   *pass = ForwardSeq{&kv_, feed_, k + 1};
@@ -68,17 +74,24 @@ absl::Status TargetSession::BeginVerify(int64_t round, const Proposal& p, Forwar
 
 absl::StatusOr<RoundResult> TargetSession::FinishVerify(const float* logits) {
   if (!in_flight_) return absl::FailedPreconditionError("no verify pass in flight");
+  VerifyInput in = verify_;
+  in.target_logits = logits;
+  absl::StatusOr<VerifyResult> v = Verify(in);
+  if (!v.ok()) {
+    in_flight_ = false;
+    return v.status();
+  }
+  return FinishVerify(*v);
+}
+
+absl::StatusOr<RoundResult> TargetSession::FinishVerify(const VerifyResult& v) {
+  if (!in_flight_) return absl::FailedPreconditionError("no verify pass in flight");
   in_flight_ = false;
   const int32_t k = static_cast<int32_t>(proposal_.tokens.size());
-  VerifyInput in;
-  in.target_logits = logits;
-  in.vocab = config_.vocab;
-  in.k = k;
-  in.draft_tokens = proposal_.tokens.data();
-  in.draft_dists = proposal_.dists.data();
-  in.params = spec_.target;
-  in.first_position = static_cast<uint64_t>(seq_.size());
-  ASSIGN_OR_RETURN(VerifyResult v, Verify(in));
+  if (v.accepted < 0 || v.accepted > k || v.next_token < 0 || v.next_token >= config_.vocab) {
+    return absl::InvalidArgumentError(absl::StrCat("verify result (", v.accepted, ", ", v.next_token,
+                                                   ") outside [0, ", k, "] x the vocabulary"));
+  }
   // Keep pending, d1..dn in the cache; x becomes the new pending token.
   pool_.Truncate(kv_, seq_.size() + v.accepted);
   const int64_t round = seq_.Commit(absl::MakeConstSpan(proposal_.tokens).first(v.accepted), v.next_token);

@@ -11,6 +11,7 @@
 #include "common/backend.h"
 #include "spec/committed_sequence.h"
 #include "spec/round.h"
+#include "spec/verify.h"
 
 namespace specserve {
 
@@ -30,8 +31,17 @@ class TargetSession {
   // round; INVALID_ARGUMENT for a malformed proposal; OUT_OF_RANGE when the
   // round could commit past the session's max_new_tokens.
   absl::Status BeginVerify(int64_t round, const Proposal& p, ForwardSeq* pass);
-  // logits: [K+1, vocab] from that pass. Rolls the cache back to the
-  // committed sequence minus its new pending token.
+  // The block and rule of the pass in flight, for Backend::ForwardVerify
+  // (its target_logits is null: the backend supplies the rows). Valid until
+  // FinishVerify or AbortVerify; nullptr when no pass is in flight. A round
+  // that needs its logits on the host (e.g. to report logprobs) returns
+  // nullptr here and takes FinishVerify(logits) instead.
+  const VerifyInput* verify_block() const { return in_flight_ ? &verify_ : nullptr; }
+  // Commits what the backend's verify step decided for the pass in flight
+  // and rolls the cache back to the committed sequence minus its new pending
+  // token. INVALID_ARGUMENT for a result outside [0, K] or the vocabulary.
+  absl::StatusOr<RoundResult> FinishVerify(const VerifyResult& v);
+  // The same from the pass's logits [K+1, vocab], verified on the CPU.
   absl::StatusOr<RoundResult> FinishVerify(const float* logits);
   // Undoes a BeginVerify whose pass failed (the cache is unchanged by it).
   void AbortVerify() { in_flight_ = false; }
@@ -56,6 +66,7 @@ class TargetSession {
   bool in_flight_ = false;
   Proposal proposal_;            // the round being verified
   std::vector<TokenId> feed_;    // [pending, d1..dK]
+  VerifyInput verify_;           // over proposal_, target_logits null
 };
 
 }  // namespace specserve

@@ -119,8 +119,10 @@ int32_t ResidualSample(const float* p, int32_t vocab, const SparseDist& q, float
   return last;
 }
 
-absl::StatusOr<VerifyResult> Verify(const VerifyInput& in) {
-  RETURN_IF_ERROR(ValidateVerifyInput(in));
+namespace {
+
+// The rule on validated input (accepted and next_token).
+VerifyResult Decide(const VerifyInput& in) {
   const int32_t vocab = in.vocab, k = in.k;
   auto row = [&](int32_t i) { return in.target_logits + static_cast<size_t>(i) * vocab; };
 
@@ -155,6 +157,15 @@ absl::StatusOr<VerifyResult> Verify(const VerifyInput& in) {
   return VerifyResult{k, SampleFromProbs(p.data(), vocab,
                                          UniformFloat(seed, bonus_position,
                                                       RngPurpose::kTargetSample))};
+}
+
+}  // namespace
+
+absl::StatusOr<VerifyResult> Verify(const VerifyInput& in) {
+  RETURN_IF_ERROR(ValidateVerifyInput(in));
+  VerifyResult r = Decide(in);
+  r.accept_mask = AcceptMask(r.accepted);
+  return r;
 }
 
 }  // namespace specserve

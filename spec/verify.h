@@ -46,7 +46,15 @@ struct VerifyInput {
 struct VerifyResult {
   int32_t accepted = 0;    // n: d_1..d_n are committed
   int32_t next_token = 0;  // x: recovered (n < k) or bonus (n == k), committed after them
+  // Per-position accept flags: bit i set when d_{i+1} was accepted (the
+  // rule stops at its first rejection, so bits 0..n-1; for the metrics).
+  uint64_t accept_mask = 0;
 };
+
+// Bits 0..n-1 set (n in [0, 64]).
+inline constexpr uint64_t AcceptMask(int32_t n) {
+  return n <= 0 ? 0 : n >= 64 ? ~uint64_t{0} : (uint64_t{1} << n) - 1;
+}
 
 // Greedy (temperature 0): accept while d_i == Argmax(row i-1); x = Argmax of
 // the first mismatching row, or of row k. Speculative output equals plain

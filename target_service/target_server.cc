@@ -23,6 +23,15 @@ absl::StatusOr<bool> TargetServer::NextPass(Entry& e, ForwardSeq* pass) {
 
 absl::Status TargetServer::FinishPass(Entry& e, const ForwardSeq& pass, const float* logits) {
   ASSIGN_OR_RETURN(RoundResult v, e.state.session->FinishVerify(logits));
+  return Answer(e, pass, std::move(v));
+}
+
+absl::Status TargetServer::FinishVerifiedPass(Entry& e, const ForwardSeq& pass, const VerifyResult& result) {
+  ASSIGN_OR_RETURN(RoundResult v, e.state.session->FinishVerify(result));
+  return Answer(e, pass, std::move(v));
+}
+
+absl::Status TargetServer::Answer(Entry& e, const ForwardSeq& pass, RoundResult v) {
   metrics().rollback_tokens.Increment(pass.n_logits - 1 - v.accepted);
   v1::TargetResponse r;
   v1::VerifyResult* res = r.mutable_verified();

@@ -4,7 +4,8 @@
 //
 // A session: `open` -> prefill prompt[0..n-2] -> `opened`; then each
 // `verify` (round r, d1..dK, q1..qK) runs the pass over [pending, d1..dK],
-// the verify-and-resample rule (spec/verify.h), rolls the KV cache back to
+// the verify-and-resample rule (spec/verify.h) where the backend keeps the
+// logits (Backend::ForwardVerify), rolls the KV cache back to
 // the committed sequence and answers (r, n accepted, next token).
 #pragma once
 
@@ -34,6 +35,11 @@ class TargetServer final
   // The verify pass of the session's oldest queued request.
   absl::StatusOr<bool> NextPass(Entry& e, ForwardSeq* pass) override;
   absl::Status FinishPass(Entry& e, const ForwardSeq& pass, const float* logits) override;
+  // The round's block goes to the backend's verify step (on CUDA: on the
+  // device); the session alone decides whether it needs host logits instead.
+  const VerifyInput* PassVerify(Entry& e) override { return e.state.session->verify_block(); }
+  absl::Status FinishVerifiedPass(Entry& e, const ForwardSeq& pass, const VerifyResult& v) override;
+  absl::Status Answer(Entry& e, const ForwardSeq& pass, RoundResult v);  // the verified round's reply
   void AbortPass(Entry& e) override { e.state.session->AbortVerify(); }
 };
 

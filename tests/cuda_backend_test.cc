@@ -129,5 +129,55 @@ TEST(CudaBackend, MatchesCpuBackendOnRaggedBatchesAndRollback) {
   }
 }
 
+// Batch invariance on the device (tests/model_test.cc's CPU test, ported):
+// a verify pass of T tokens gives each position the bits of decoding them
+// one at a time, also with another sequence's tokens in the same pass.
+TEST(CudaBackend, VerifyPassLogitsHaveTheBitsOfOneTokenDecoding) {
+  if (!HaveDevice()) GTEST_SKIP() << "no CUDA device";
+  const std::string path = ModelPath("code-target-7m");
+  if (path.empty()) GTEST_SKIP() << "code-target-7m not present";
+  auto model = Model::Load(path);
+  ASSERT_TRUE(model.ok()) << model.status();
+  BackendOptions opts;
+  opts.kind = "cuda";
+  auto gpu = MakeCudaBackend(**model, opts);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  Backend& b = **gpu;
+  const int32_t V = (*model)->config.vocab;
+  std::mt19937 rng(5);
+  std::vector<TokenId> tokens{1};
+  for (int i = 1; i < 80; ++i) tokens.push_back(Uniform(rng, 3, V - 1));
+  constexpr int kPrompt = 37;
+  KvSeq one;
+  std::vector<float> lg, want;
+  ASSERT_TRUE(b.Forward({ForwardSeq{&one, {tokens.data(), kPrompt}, 1}}, &lg).ok());
+  for (int i = kPrompt; i < 80; ++i) {
+    ASSERT_TRUE(b.Forward({ForwardSeq{&one, {&tokens[i], 1}, 1}}, &lg).ok());
+    want.insert(want.end(), lg.begin(), lg.end());
+  }
+  for (bool with_neighbour : {false, true}) {
+    KvSeq many, other;
+    ASSERT_TRUE(b.Forward({ForwardSeq{&many, {tokens.data(), kPrompt}, 1}}, &lg).ok());
+    if (with_neighbour) ASSERT_TRUE(b.Forward({ForwardSeq{&other, {tokens.data() + 5, 20}, 0}}, &lg).ok());
+    int pos = kPrompt;
+    for (int T : {2, 3, 4, 5, 6, 7, 9, 7}) {
+      std::vector<ForwardSeq> batch;
+      const std::vector<TokenId> extra{7, 8, 9};
+      if (with_neighbour) batch.push_back(ForwardSeq{&other, extra, 2});
+      batch.push_back(ForwardSeq{&many, {&tokens[pos], static_cast<size_t>(T)}, T});
+      ASSERT_TRUE(b.Forward(batch, &lg).ok());
+      const int64_t skip = with_neighbour ? 2 * int64_t{V} : 0;
+      for (int64_t i = 0; i < int64_t{T} * V; ++i) {
+        ASSERT_EQ(lg[skip + i], want[(pos - kPrompt) * int64_t{V} + i])
+            << (with_neighbour ? "with a neighbour, " : "") << "pass of " << T << " at position " << pos + i / V;
+      }
+      pos += T;
+    }
+    ASSERT_EQ(pos, 80);
+    for (KvSeq* k : {&many, &other}) b.kv_pool().Release(*k);
+  }
+  b.kv_pool().Release(one);
+}
+
 }  // namespace
 }  // namespace specserve::testing

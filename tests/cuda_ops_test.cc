@@ -172,16 +172,22 @@ OpOutput EmbeddingOp(bool f16, const std::string& backend, std::mt19937& rng) {
 }
 
 // f16 weights; the bound is sum_k |w_rk x_tk| (the scale of the rounding).
-OpOutput MatmulOp(bool split, bool accumulate, const std::string& backend, std::mt19937& rng) {
+// huge: activations beyond f16's range (|x| >= 65520 in every row) through
+// the cuBLAS path (T > kFixedOrderMaxTokens): scaled rows keep them finite.
+OpOutput MatmulOp(bool split, bool accumulate, const std::string& backend, std::mt19937& rng, bool huge = false) {
   const int64_t rows = Uniform(rng, 1, 1500), cols = Uniform(rng, 1, 1500);
-  const int64_t T = std::vector<int64_t>{1, 2, 5, 17, 33}[rng() % 5];
+  const int64_t T = huge ? 40 : std::vector<int64_t>{1, 2, 5, 17, 33, 32, 64}[rng() % 7];
   std::vector<float> w = Normal(rng, rows * cols, 0.0f, 0.05f);
   std::vector<uint16_t> w16(rows * cols);
   for (size_t i = 0; i < w.size(); ++i) {
     w16[i] = F32ToF16(w[i]);
     w[i] = F16ToF32(w16[i]);
   }
-  const std::vector<float> x = Normal(rng, T * cols, 0.0f, 2.0f), y0 = Normal(rng, T * rows);
+  std::vector<float> x = Normal(rng, T * cols, 0.0f, 2.0f);
+  const std::vector<float> y0 = Normal(rng, T * rows);
+  if (huge) {
+    for (int64_t t = 0; t < T; ++t) x[t * cols + t % cols] = (t % 2 ? -1.0f : 1.0f) * 70000.0f * (1 + t);
+  }
   const MatrixView view{GgmlType::kF16, reinterpret_cast<const uint8_t*>(w16.data()), rows, cols,
                         static_cast<uint64_t>(cols * 2)};
   ThreadPool pool(2);
@@ -416,6 +422,8 @@ std::vector<OpEntry> Ops() {
       {"matmul_split_f16", [](B b, R r) { return MatmulOp(true, false, b, r); }},
       {"matmul_split_f16_accumulate", [](B b, R r) { return MatmulOp(true, true, b, r); }},
       {"matmul_f16", [](B b, R r) { return MatmulOp(false, false, b, r); }},
+      {"matmul_split_f16_beyond_f16_range", [](B b, R r) { return MatmulOp(true, true, b, r, true); }},
+      {"matmul_f16_beyond_f16_range", [](B b, R r) { return MatmulOp(false, false, b, r, true); }},
       {"kv_store", [](B b, R r) { return KvStoreOp(b, r); }},
       {"attention_decode", [](B b, R r) { return AttentionOp(AttnMode::kDecode, b, r); }, 8},
       {"attention_verify", [](B b, R r) { return AttentionOp(AttnMode::kVerify, b, r); }, 8},
