@@ -22,10 +22,14 @@ std::string TakeRequestId(grpc::CallbackServerContext* ctx) {
   return id;
 }
 
-// The caller's traceparent's child span, or a new trace.
+// The caller's traceparent's child span, or a new trace; sent back in the
+// initial metadata.
 TraceContext TakeTrace(grpc::CallbackServerContext* ctx) {
   auto it = ctx->client_metadata().find(kTraceparentHeader);
-  return IncomingTrace(it == ctx->client_metadata().end() ? "" : absl::string_view(it->second.data(), it->second.size()));
+  TraceContext trace =
+      IncomingTrace(it == ctx->client_metadata().end() ? "" : absl::string_view(it->second.data(), it->second.size()));
+  ctx->AddInitialMetadata(kTraceparentHeader, trace.Header());
+  return trace;
 }
 
 void Log(const std::string& id, const TraceContext& trace, const char* what, const absl::StatusOr<v1::Final>& final,

@@ -50,7 +50,7 @@ struct RemoteOptions {
   // The drafter uses it: a slow draft is a failed draft (coordinator/call_watchdog.h).
   std::chrono::milliseconds call_timeout{0};
   // Sent as metadata with the stream (x-request-id, traceparent).
-  std::vector<std::pair<std::string, std::string>> metadata;
+  std::vector<std::pair<std::string, std::string>> metadata{};
 };
 
 // One Session stream used call-and-answer. Req/Resp: TargetRequest/Response

@@ -117,6 +117,9 @@ TEST(E2eObservabilityTest, TraceparentReachesTheLogsOfAllThreeProcesses) {
     grpc::Status s = c.stub->GenerateUnary(&ctx, Request(16), &resp);
     ASSERT_TRUE(s.ok()) << s.error_message();
     EXPECT_EQ(resp.stats().drafter(), "model");
+    auto it = ctx.GetServerInitialMetadata().find("traceparent");
+    ASSERT_NE(it, ctx.GetServerInitialMetadata().end());
+    EXPECT_EQ(std::string(it->second.data(), it->second.size()).substr(0, 36), std::string("00-") + kGrpcTraceId + "-");
   }
 
   for (const char* trace : {kTraceId, kGrpcTraceId}) {
