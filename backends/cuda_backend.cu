@@ -136,6 +136,10 @@ class CudaBackend final : public Backend {
     const char* env = std::getenv("SPECSERVE_CUDA_MATMUL");
     precision_ = (env != nullptr && std::string(env) == "f16") ? cuda::MatmulPrecision::kF16
                                                                : cuda::MatmulPrecision::kSplitF16;
+    // SPECSERVE_CUDA_VERIFY=host: the verify step on the host (logits copied
+    // back, the CPU Verify), the reference the device step is tested against.
+    const char* verify = std::getenv("SPECSERVE_CUDA_VERIFY");
+    verify_on_host_ = verify != nullptr && std::string(verify) == "host";
   }
 
   ~CudaBackend() override {
@@ -229,6 +233,12 @@ class CudaBackend final : public Backend {
   // results, and the rows of sequences without a block, come back.
   absl::Status ForwardVerify(absl::Span<const ForwardSeq> batch, absl::Span<const VerifyInput* const> verify,
                              VerifyBatchOutput* out) override {
+    if (verify_on_host_) {
+      RETURN_IF_ERROR(ForwardVerifyOnHost(*this, batch, verify, out));
+      out->bytes_to_host = static_cast<int64_t>(out->logits.size() * sizeof(float));
+      verify_bytes_to_host_ += out->bytes_to_host;
+      return absl::OkStatus();
+    }
     RETURN_IF_ERROR(ValidateForwardVerify(batch, verify, c_));
     SPECSERVE_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
     RETURN_IF_ERROR(PrepareBatch(batch, c_, pool_));
@@ -242,7 +252,7 @@ class CudaBackend final : public Backend {
     verify_bytes_to_host_ += out->bytes_to_host;
     return absl::OkStatus();
   }
-  std::string verify_location() const override { return "cuda"; }
+  std::string verify_location() const override { return verify_on_host_ ? "cpu" : "cuda"; }
   int64_t verify_bytes_to_host() const override { return verify_bytes_to_host_; }
 
  private:
@@ -547,6 +557,7 @@ class CudaBackend final : public Backend {
   PinnedBuffer meta_host_, logits_host_;
   cuda::DeviceVerifier verifier_;      // the verify step's buffers
   int64_t verify_bytes_to_host_ = 0;   // all ForwardVerify calls
+  bool verify_on_host_ = false;        // SPECSERVE_CUDA_VERIFY=host
   DeviceBuffer meta_dev_;
   DeviceBuffer x_, xn_, q_, k_, v_, attn_, gate_, up_, hidden_, logits_;
   DeviceBuffer matmul_ws_, attn_ws_;
