@@ -29,6 +29,7 @@
 #include "tools/commands.h"
 #include "tools/coordinator_client.h"
 #include "tools/load_bench.h"
+#include "tools/openai_sender.h"
 #include "tools/spec_bench_util.h"
 
 namespace specserve::cli {
@@ -107,9 +108,15 @@ Row FromBenchRun(const BenchRun& r, double temperature, int32_t k) {
 
 // --concurrency: the load table (tools/load_bench.h), plain decoding and the
 // model drafter at each concurrency and temperature, through the services.
-absl::Status RunLoadMode(const CliArgs& args, v1::Generation::Stub& stub,
+// With --openai-url: one row per concurrency and temperature against that
+// server (whatever it does by default: drafter "server").
+absl::Status RunLoadMode(const CliArgs& args, const SendFn& send, bool openai,
                          const std::vector<std::vector<TokenId>>& prompts, int32_t max_tokens, int64_t k) {
   LoadConfig base;
+  if (openai) {
+    base.where = "openai";
+    base.drafter_label = "server";
+  }
   base.max_tokens = max_tokens;
   ASSIGN_OR_RETURN(base.request_rate, args.Double("request-rate", 0, 1e6));
   ASSIGN_OR_RETURN(base.duration_s, args.Double("duration", 1, 24 * 3600));
@@ -134,13 +141,13 @@ absl::Status RunLoadMode(const CliArgs& args, v1::Generation::Stub& stub,
     double temperature = 0;
     if (!absl::SimpleAtod(t, &temperature) || temperature < 0) return absl::InvalidArgumentError("bad temperature " + t);
     for (int n : levels) {
-      for (bool speculate : {false, true}) {
+      for (bool speculate : openai ? std::vector<bool>{false} : std::vector<bool>{false, true}) {
         LoadConfig c = base;
         c.concurrency = n;
         c.temperature = static_cast<float>(temperature);
         c.drafter = speculate ? v1::DRAFTER_MODEL : v1::DRAFTER_NONE;
         c.k = speculate ? static_cast<int32_t>(k) : 0;
-        ASSIGN_OR_RETURN(LoadResult r, RunLoad(stub, prompts, c));
+        ASSIGN_OR_RETURN(LoadResult r, RunLoad(send, prompts, c));
         PrintLoadRow(r);
         std::fflush(stdout);
         out.push_back(LoadRowJson(r));
@@ -164,6 +171,19 @@ absl::Status Run(const CliArgs& args) {
   }
   ASSIGN_OR_RETURN(int64_t threads, args.Int("threads", 1, 64));
   ASSIGN_OR_RETURN(int64_t lookup, args.Int("lookup", 0, 16));
+  if (args.Given("openai-url")) {
+    if (!args.Given("concurrency")) return absl::InvalidArgumentError("--openai-url needs --concurrency");
+    ASSIGN_OR_RETURN(auto target_model, Model::Load(args.Str("target-model")));
+    ASSIGN_OR_RETURN(auto tok, Tokenizer::FromGguf(*target_model->file));
+    ASSIGN_OR_RETURN(auto prompts, LoadPrompts(args.Str("prompts"), *tok, static_cast<int>(limit)));
+    std::string key;
+    if (args.Given("api-key-file")) {
+      std::ifstream f(args.Str("api-key-file"));
+      if (!(f >> key)) return absl::InvalidArgumentError("cannot read an API key from " + args.Str("api-key-file"));
+    }
+    ASSIGN_OR_RETURN(SendFn send, OpenAiSender({args.Str("openai-url"), args.Str("openai-model"), key}, *tok));
+    return RunLoadMode(args, send, /*openai=*/true, prompts, static_cast<int32_t>(max_tokens), k);
+  }
   auto stub = ConnectCoordinator(args.Str("coordinator"));
   v1::GetModelInfoResponse info;
   {
@@ -180,7 +200,9 @@ absl::Status Run(const CliArgs& args) {
   ASSIGN_OR_RETURN(auto draft_model, Model::Load(args.Str("draft-model")));
   ASSIGN_OR_RETURN(auto tok, Tokenizer::FromGguf(*target_model->file));
   ASSIGN_OR_RETURN(auto prompts, LoadPrompts(args.Str("prompts"), *tok, static_cast<int>(limit)));
-  if (args.Given("concurrency")) return RunLoadMode(args, *stub, prompts, static_cast<int32_t>(max_tokens), k);
+  if (args.Given("concurrency")) {
+    return RunLoadMode(args, GrpcSender(*stub), /*openai=*/false, prompts, static_cast<int32_t>(max_tokens), k);
+  }
   BackendOptions bo;
   bo.shared_pool = std::make_shared<ThreadPool>(static_cast<int>(threads));
   ASSIGN_OR_RETURN(auto target, MakeCpuBackend(*target_model, bo));
@@ -259,6 +281,11 @@ int ServeBench(int argc, char** argv) {
   args.Flag("duration", "30", "load mode: seconds per row (no request starts after this)");
   args.Flag("slo-ttft-ms", "2000", "load mode: goodput counts requests with TTFT within this ...");
   args.Flag("slo-itl-ms", "200", "... and p99 inter-token latency within this");
+  args.Flag("openai-url", "",
+            "load mode against any OpenAI-compatible server instead (http://host:port, POST /v1/completions "
+            "streamed; the prompts as token ids of --target-model's tokenizer)");
+  args.Flag("openai-model", "", "with --openai-url: the `model` field sent (default: the first of GET /v1/models)");
+  args.Flag("api-key-file", "", "with --openai-url: a file holding the Bearer API key");
   return RunCommand(args, argc, argv, "serve-bench", Run);
 }
 

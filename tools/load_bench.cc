@@ -15,18 +15,9 @@
 namespace specserve::cli {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using Clock = LoadClock;
 
 double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
-
-// One request's view from the client.
-struct Sample {
-  bool ok = false;
-  std::string error;
-  double ttft_ms = 0, e2e_ms = 0;
-  std::vector<double> itl_ms;  // one entry per token after the first delta
-  int64_t tokens = 0, rounds = 0, drafted = 0, accepted = 0;
-};
 
 v1::GenerateRequest MakeRequest(const std::vector<TokenId>& prompt, const LoadConfig& c, int64_t seed) {
   v1::GenerateRequest req;
@@ -43,38 +34,41 @@ v1::GenerateRequest MakeRequest(const std::vector<TokenId>& prompt, const LoadCo
   return req;
 }
 
-Sample SendOne(v1::Generation::Stub& stub, const v1::GenerateRequest& req, Clock::time_point arrival) {
-  Sample s;
-  Clock::time_point last = arrival;
-  bool first = true;
-  absl::StatusOr<Streamed> r = GenerateStreaming(stub, req, 600, [&](const v1::Delta& d) {
-    const int n = d.token_ids_size();
-    if (n == 0) return;
-    const Clock::time_point now = Clock::now();
-    if (first) {
-      s.ttft_ms = Ms(now - arrival);
-      first = false;
-    } else {
-      const double each = Ms(now - last) / n;
-      for (int i = 0; i < n; ++i) s.itl_ms.push_back(each);
-    }
-    last = now;
-  });
-  s.e2e_ms = Ms(Clock::now() - arrival);
-  if (!r.ok()) {
-    s.error = r.status().ToString();
-    return s;
+}  // namespace
+
+void RequestSample::AddDelta(int64_t n, LoadClock::time_point arrival) {
+  if (n <= 0) return;
+  const Clock::time_point now = Clock::now();
+  if (!started_) {
+    ttft_ms = Ms(now - arrival);
+    started_ = true;
+  } else {
+    const double each = Ms(now - last_) / static_cast<double>(n);
+    for (int64_t i = 0; i < n; ++i) itl_ms.push_back(each);
   }
-  const v1::GenerationStats& st = r->final.stats();
-  s.ok = true;
-  s.tokens = st.tokens();
-  s.rounds = st.rounds();
-  s.drafted = st.drafted();
-  s.accepted = st.accepted();
-  return s;
+  last_ = now;
 }
 
-}  // namespace
+SendFn GrpcSender(v1::Generation::Stub& stub) {
+  return [&stub](const std::vector<TokenId>& prompt, const LoadConfig& config, int64_t seed,
+                 Clock::time_point arrival) {
+    RequestSample s;
+    absl::StatusOr<Streamed> r = GenerateStreaming(stub, MakeRequest(prompt, config, seed), 600,
+                                                   [&](const v1::Delta& d) { s.AddDelta(d.token_ids_size(), arrival); });
+    s.e2e_ms = Ms(Clock::now() - arrival);
+    if (!r.ok()) {
+      s.error = r.status().ToString();
+      return s;
+    }
+    const v1::GenerationStats& st = r->final.stats();
+    s.ok = true;
+    s.tokens = st.tokens();
+    s.rounds = st.rounds();
+    s.drafted = st.drafted();
+    s.accepted = st.accepted();
+    return s;
+  };
+}
 
 Percentiles ComputePercentiles(std::vector<double>& v) {
   Percentiles p;
@@ -90,7 +84,7 @@ Percentiles ComputePercentiles(std::vector<double>& v) {
   return p;
 }
 
-absl::StatusOr<LoadResult> RunLoad(v1::Generation::Stub& stub, const std::vector<std::vector<TokenId>>& prompts,
+absl::StatusOr<LoadResult> RunLoad(const SendFn& send, const std::vector<std::vector<TokenId>>& prompts,
                                    const LoadConfig& config) {
   if (prompts.empty()) return absl::InvalidArgumentError("serve-bench: no prompts");
   if (config.concurrency < 1) return absl::InvalidArgumentError("serve-bench: --concurrency must be >= 1");
@@ -106,7 +100,7 @@ absl::StatusOr<LoadResult> RunLoad(v1::Generation::Stub& stub, const std::vector
   const auto duration = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(config.duration_s));
   std::atomic<int64_t> next{0};
   std::mutex mu;
-  std::vector<Sample> samples;
+  std::vector<RequestSample> samples;
   std::atomic<int64_t> done_tokens{0}, done_requests{0};
   Clock::time_point last_end = start;
 
@@ -122,7 +116,7 @@ absl::StatusOr<LoadResult> RunLoad(v1::Generation::Stub& stub, const std::vector
         arrival = Clock::now();
         if (arrival - start >= duration) return;
       }
-      Sample s = SendOne(stub, MakeRequest(prompts[i % prompts.size()], config, i), arrival);
+      RequestSample s = send(prompts[i % prompts.size()], config, i, arrival);
       done_tokens += s.tokens;
       ++done_requests;
       std::lock_guard<std::mutex> lock(mu);
@@ -158,7 +152,7 @@ absl::StatusOr<LoadResult> RunLoad(v1::Generation::Stub& stub, const std::vector
   r.config = config;
   r.wall_s = std::chrono::duration<double>(last_end - start).count();
   std::vector<double> ttft, itl, e2e;
-  for (Sample& s : samples) {
+  for (RequestSample& s : samples) {
     ++r.requests;
     if (!s.ok) {
       ++r.errors;
@@ -189,6 +183,7 @@ absl::StatusOr<LoadResult> RunLoad(v1::Generation::Stub& stub, const std::vector
 namespace {
 
 std::string DrafterLabel(const LoadConfig& c) {
+  if (!c.drafter_label.empty()) return c.drafter_label;
   if (c.drafter == v1::DRAFTER_NONE) return "none";
   const std::string name = c.drafter == v1::DRAFTER_NGRAM ? "ngram" : "model";
   return name + (c.k < 0 ? "/ad" : "/" + std::to_string(c.k));
@@ -212,10 +207,14 @@ void PrintLoadRow(const LoadResult& r) {
 nlohmann::json LoadRowJson(const LoadResult& r) {
   nlohmann::json j = {{"concurrency", r.config.concurrency},
                       {"request_rate", r.config.request_rate},
-                      {"drafter", r.config.drafter == v1::DRAFTER_NONE ? "none"
-                                  : r.config.drafter == v1::DRAFTER_NGRAM ? "ngram" : "model"},
-                      {"k", r.config.k < 0 ? nlohmann::json("adaptive") : nlohmann::json(r.config.k)},
-                      {"where", "services"},
+                      {"drafter", !r.config.drafter_label.empty()            ? r.config.drafter_label
+                                  : r.config.drafter == v1::DRAFTER_NONE  ? "none"
+                                  : r.config.drafter == v1::DRAFTER_NGRAM ? "ngram"
+                                                                          : "model"},
+                      {"k", !r.config.drafter_label.empty() ? nlohmann::json(nullptr)  // the server's choice
+                            : r.config.k < 0                ? nlohmann::json("adaptive")
+                                                            : nlohmann::json(r.config.k)},
+                      {"where", r.config.where},
                       {"temperature", r.config.temperature},
                       {"requests", r.requests},
                       {"errors", r.errors},

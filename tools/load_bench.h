@@ -16,7 +16,9 @@
 // on their p99 ITL).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -39,7 +41,36 @@ struct LoadConfig {
   double slo_ttft_ms = 2000;
   double slo_itl_ms = 200;
   bool progress = true;      // a line on stderr every few seconds
+  std::string where = "services";  // the rows' `where`: "services", or "openai" (--openai-url)
+  std::string drafter_label;       // overrides the rows' drafter name when set ("server")
 };
+
+using LoadClock = std::chrono::steady_clock;
+
+// One request as the client saw it.
+struct RequestSample {
+  bool ok = false;
+  std::string error;
+  double ttft_ms = 0, e2e_ms = 0;
+  std::vector<double> itl_ms;  // one entry per token after the first delta
+  int64_t tokens = 0, rounds = 0, drafted = 0, accepted = 0;
+
+  // A streamed delta of `n` tokens arrived now: the first sets TTFT, a later
+  // one adds n ITL entries sharing the gap since the previous delta.
+  void AddDelta(int64_t n, LoadClock::time_point arrival);
+
+ private:
+  LoadClock::time_point last_;
+  bool started_ = false;
+};
+
+// Sends one request (prompt, the config's sampling, seed) that arrived at
+// `arrival` and blocks until it ends; failures are in the sample.
+using SendFn = std::function<RequestSample(const std::vector<TokenId>& prompt, const LoadConfig& config,
+                                           int64_t seed, LoadClock::time_point arrival)>;
+
+// Streams through the coordinator's gRPC API (Generation.Generate).
+SendFn GrpcSender(v1::Generation::Stub& stub);
 
 struct Percentiles {
   double p50 = 0, p90 = 0, p99 = 0;
@@ -65,7 +96,7 @@ Percentiles ComputePercentiles(std::vector<double>& v);
 // Runs the load: prompts are taken in turn (request i gets prompt i mod n and
 // seed i). Fails only when the coordinator cannot be reached at all; failed
 // requests are counted in `errors`.
-absl::StatusOr<LoadResult> RunLoad(v1::Generation::Stub& stub, const std::vector<std::vector<TokenId>>& prompts,
+absl::StatusOr<LoadResult> RunLoad(const SendFn& send, const std::vector<std::vector<TokenId>>& prompts,
                                    const LoadConfig& config);
 
 // The table's header and one row per result; the row as a JSON object with

@@ -5,7 +5,7 @@ pkgs=(build-essential cmake ninja-build ccache pkg-config git
       libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
       libabsl-dev prometheus-cpp-dev libgtest-dev libgmock-dev libbenchmark-dev
       nlohmann-json3-dev libcpp-httplib-dev libicu-dev python3 python3-grpcio python3-protobuf python3-venv python3-setuptools python3-yaml yamllint curl
-      prometheus python3-prometheus-client python3-jinja2
+      prometheus python3-prometheus-client python3-jinja2 gnuplot-nox
       clang-14 libclang-rt-14-dev)
 # The deploy checks render the manifests with `kubectl kustomize`: Debian's
 # kubectl (kubernetes-client) unless a kubectl is already installed (another

@@ -3,11 +3,14 @@
 # three processes with the bundled models, runs closed-loop load at 1 and 3
 # clients and an open-loop row, and checks the JSON rows: every field there,
 # no errors, percentiles in order, the model drafter accepting tokens, and
-# both services back to zero open sessions afterwards.
+# both services back to zero open sessions afterwards. Then the same load
+# through the coordinator's OpenAI-compatible HTTP API (--openai-url).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 init_python_test
 trap 'stop_stack; rm -rf "$work"' EXIT
+HTTP_PORT=$(free_ports 1)
+COORD_EXTRA=(--http-listen "127.0.0.1:$HTTP_PORT")
 start_stack "$work/logs"
 fail() { deploy_log "FAIL: $*"; tail -n 20 "$work"/logs/*.log >&2; exit 1; }
 
@@ -19,7 +22,12 @@ bench() {
 }
 bench --concurrency 1,3 --json "$work/closed.json" >"$work/closed.txt" || fail "closed loop"
 bench --concurrency 2 --request-rate 4 --json "$work/open.json" >"$work/open.txt" || fail "open loop"
-cat "$work/closed.txt" "$work/open.txt" >&2
+bench --openai-url "http://127.0.0.1:$HTTP_PORT" --concurrency 2 --json "$work/openai.json" >"$work/openai.txt" \
+  || fail "--openai-url"
+bench --openai-url "http://127.0.0.1:$HTTP_PORT" --openai-model no-such-model --concurrency 1 --duration 1 \
+  >"$work/bad.txt" 2>&1 && fail "--openai-url with an unknown model succeeded"
+grep -q "HTTP 404" "$work/bad.txt" || fail "--openai-url with an unknown model: $(cat "$work/bad.txt")"
+cat "$work/closed.txt" "$work/open.txt" "$work/openai.txt" >&2
 
 "$PYTHON" - "$work" "$TARGET_METRICS_PORT" "$DRAFT_METRICS_PORT" <<'PY' || fail "load rows"
 import json, sys, time, urllib.request
@@ -27,6 +35,14 @@ from prometheus_client.parser import text_string_to_metric_families
 work, ports = sys.argv[1], sys.argv[2:]
 closed = json.load(open(work + "/closed.json"))
 open_ = json.load(open(work + "/open.json"))
+openai = json.load(open(work + "/openai.json"))
+assert [(r["concurrency"], r["drafter"], r["where"], r["k"]) for r in openai] == [(2, "server", "openai", None)], openai
+o = openai[0]
+assert o["errors"] == 0 and o["requests"] > 0 and o["tokens"] > 0, o
+assert 0 < o["ttft_p50_ms"] <= o["ttft_p99_ms"] and 0 < o["itl_p50_ms"] <= o["itl_p99_ms"], o
+# The coordinator's default drafter is the draft model: its round statistics
+# come back in the `specserve` extension of the stream.
+assert 0 < o["acceptance_rate"] <= 1 and o["tokens_per_pass"] > 1, o
 assert [(r["concurrency"], r["drafter"]) for r in closed] == [(1, "none"), (1, "model"), (3, "none"), (3, "model")], closed
 assert [(r["concurrency"], r["drafter"], r["request_rate"]) for r in open_] == [(2, "none", 4), (2, "model", 4)], open_
 for r in closed + open_:
@@ -56,4 +72,9 @@ for port in ports:
     assert open_sessions(port) == 0, ("sessions left open on metrics port", port)
 print("load rows:", [(r["concurrency"], r["drafter"], round(r["throughput_tokens_per_s"])) for r in closed + open_])
 PY
+# The optional plot (bench/plot_load.py, gnuplot): a PNG from the rows.
+if command -v gnuplot >/dev/null 2>&1; then
+  "$PYTHON" "$DEPLOY_ROOT/bench/plot_load.py" "$work/closed.json" "$work/plot.png" >/dev/null || fail "plot"
+  [ "$(head -c 8 "$work/plot.png" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ] || fail "plot: not a PNG"
+fi
 deploy_log "PASS"

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Plain vs speculative decoding under load through the three services:
+# starts target, draft and coordinator on free loopback ports and runs
+# `specserve serve-bench --concurrency LIST` (closed loop) with the model
+# drafter at adaptive K, printing the table and writing JSON.
+#
+#   bash bench/load_sweep.sh [--pair bundled|realistic] [--concurrency 1,2,4,8,16,32]
+#                            [--duration S] [--max-tokens N] [--json FILE] [--plot FILE.png]
+#
+# bundled: code-target-7m with code-draft-1m (models/). realistic: the
+# inflated ~1B Q8_0 target and ~100M draft that bench/realistic.sh builds
+# into ~/.cache/specserve/realistic (run it once first). Target and draft are
+# pinned to cores 0 and 1 (--cpus) when the machine has two or more.
+# Prompts: ../shared/eval/code_prompts.jsonl when present (read at run
+# time), else bench/prompts.jsonl. Needs a build in build/ (tools/build.sh).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+bin=${SPECSERVE_BIN:-$root/build/bin}
+pair=bundled concurrency=1,2,4,8,16,32 duration=10 max_tokens=64 json="" plot=""
+while [ $# -gt 0 ]; do
+  case $1 in
+    --pair) pair=$2; shift 2 ;;
+    --concurrency) concurrency=$2; shift 2 ;;
+    --duration) duration=$2; shift 2 ;;
+    --max-tokens) max_tokens=$2; shift 2 ;;
+    --json) json=$2; shift 2 ;;
+    --plot) plot=$2; shift 2 ;;
+    *) echo "load_sweep.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+case $pair in
+  bundled) target=$root/models/code-target-7m.gguf; draft=$root/models/code-draft-1m.gguf ;;
+  realistic)
+    cache=${SPECSERVE_REALISTIC_CACHE:-$HOME/.cache/specserve/realistic}
+    target=$cache/target-1b-q8_0.gguf; draft=$cache/draft-100m-q8_0.gguf ;;
+  *) echo "load_sweep.sh: --pair bundled|realistic" >&2; exit 2 ;;
+esac
+for f in "$target" "$draft"; do
+  [ -f "$f" ] || { echo "load_sweep.sh: missing $f (bench/realistic.sh builds the realistic pair)" >&2; exit 1; }
+done
+prompts=$root/../shared/eval/code_prompts.jsonl
+[ -f "$prompts" ] || prompts=$root/bench/prompts.jsonl
+work=$(mktemp -d)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
+trap cleanup EXIT; [ -n "${KEEP_LOGS:-}" ] && trap "cp $work/*.log $KEEP_LOGS/; cleanup" EXIT
+read -r tp dp cp <<<"$(python3 "$root/tools/free_ports.py" 3)"
+tcpu=() dcpu=()
+if [ "$(nproc)" -ge 2 ]; then tcpu=(--cpus 0); dcpu=(--cpus 1); fi
+"$bin/specserve-target" --listen 127.0.0.1:$tp --model "$target" "${tcpu[@]}" --max-sessions 64 >"$work/target.log" 2>&1 &
+pids+=($!)
+"$bin/specserve-draft" --listen 127.0.0.1:$dp --model "$draft" "${dcpu[@]}" --max-sessions 64 >"$work/draft.log" 2>&1 &
+pids+=($!)
+"$bin/specserve-coordinator" --listen 127.0.0.1:$cp --target 127.0.0.1:$tp --draft 127.0.0.1:$dp \
+  --max-sessions 64 >"$work/coordinator.log" 2>&1 &
+pids+=($!)
+# Ready when a one-token request through the model drafter succeeds.
+for _ in $(seq 600); do
+  if "$bin/specserve" client --coordinator 127.0.0.1:$cp --prompt "def" --max-tokens 1 >/dev/null 2>&1; then break; fi
+  sleep 0.5
+done
+sleep 2  # the coordinator reaches the draft service shortly after it serves
+[ -n "$plot" ] && [ -z "$json" ] && json=$work/rows.json
+json_args=()
+[ -n "$json" ] && json_args=(--json "$json")
+"$bin/specserve" serve-bench --coordinator 127.0.0.1:$cp --target-model "$target" --draft-model "$draft" \
+  --prompts "$prompts" --limit 8 --max-tokens "$max_tokens" --temperatures 0 --k adaptive \
+  --concurrency "$concurrency" --duration "$duration" "${json_args[@]}"
+if [ -n "$plot" ]; then
+  python3 "$root/bench/plot_load.py" "$json" "$plot" --title "serve-bench, $pair pair, adaptive K vs plain"
+fi
