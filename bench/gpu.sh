@@ -31,7 +31,7 @@ root=$(pwd)
 bundle=out/gpu
 build_dir=${BUILD_DIR:-build-gpu}
 mode=${1:-all}
-gpu_tests="cuda_ops_test cuda_verify_parity_test cuda_backend_test forward_verify_test"
+gpu_tests="cuda_ops_test cuda_verify_parity_test cuda_backend_test forward_verify_test e2e_verify_location_test"
 services="specserve-target specserve-draft specserve-coordinator specserve"
 
 build() {
@@ -142,6 +142,7 @@ run() {
     [ -f "$m" ] && ln -sf "$m" "$shared/models/"
   done
   export SPECSERVE_SHARED=$shared
+  export SPECSERVE_BIN_DIR=$root/$bundle/bin  # the servers e2e_verify_location_test starts
   # On the GPU machine a CUDA runtime that cannot start is a failure, not a
   # run in which every GPU test skips (tests/backend_ops_harness.h).
   export SPECSERVE_REQUIRE_CUDA=1

@@ -5,8 +5,19 @@
 
 namespace specserve::testing {
 std::string SourceDir() { return SPECSERVE_SOURCE_DIR; }
-std::string BinDir() { return std::string(SPECSERVE_BINARY_DIR) + "/bin"; }
-std::string BundledModel(const std::string& file) { return SourceDir() + "/models/" + file; }
+// SPECSERVE_BIN_DIR: the servers the end-to-end tests start, where the
+// binaries travelled without their build tree (bench/gpu.sh).
+std::string BinDir() {
+  const char* env = std::getenv("SPECSERVE_BIN_DIR");
+  return env != nullptr ? std::string(env) : std::string(SPECSERVE_BINARY_DIR) + "/bin";
+}
+std::string BundledModel(const std::string& file) {
+  const std::string in_tree = SourceDir() + "/models/" + file;
+  if (std::filesystem::exists(in_tree)) return in_tree;
+  const char* env = std::getenv("SPECSERVE_SHARED");  // bench/gpu.sh links the models there
+  const std::string shared = env != nullptr ? std::string(env) + "/models/" + file : "";
+  return !shared.empty() && std::filesystem::exists(shared) ? shared : in_tree;
+}
 std::string SharedPath(const std::string& rel) {
   const char* env = std::getenv("SPECSERVE_SHARED");
   std::string root = env ? env : SourceDir() + "/../shared";
