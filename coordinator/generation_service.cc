@@ -123,6 +123,7 @@ class UnaryCall final : public grpc::ServerUnaryReactor {
       rc.on_delta = [resp](v1::Delta d) {
         resp->mutable_text()->append(d.text());
         resp->mutable_token_ids()->MergeFrom(d.token_ids());
+        resp->mutable_logprobs()->MergeFrom(d.logprobs());
         return true;
       };
       absl::StatusOr<v1::Final> final = RunGeneration(req, svc->options(), rc);

@@ -40,13 +40,17 @@ void Log(const std::string& request_id, const std::string& path, int status, int
 }
 
 // Folds one choice's event into its result. Returns the error of a failed choice.
-absl::Status Apply(const ChoiceEvent& ev, std::vector<ChoiceResult>& results) {
+absl::Status Apply(const ChoiceEvent& ev, const Tokenizer& tok, std::vector<ChoiceResult>& results) {
   ChoiceResult& r = results[ev.index];
   switch (ev.kind) {
     case ChoiceEvent::Kind::kDelta:
       r.text += ev.delta.text();
       // Counted as they come, for a request that never gets its final.
       r.stats.set_tokens(r.stats.tokens() + ev.delta.token_ids_size());
+      for (openai::LogprobEntry& e : openai::LogprobEntries(tok, ev.delta.logprobs())) {
+        r.chars += openai::CharCount(e.token.bytes);
+        r.logprobs.push_back(std::move(e));
+      }
       break;
     case ChoiceEvent::Kind::kFinal:
       r.finish_reason = ev.final.finish_reason();
@@ -60,6 +64,7 @@ absl::Status Apply(const ChoiceEvent& ev, std::vector<ChoiceResult>& results) {
 // One streamed response, shared by the content provider and its releaser.
 struct Stream {
   std::shared_ptr<ChoiceRuns> runs;
+  const Tokenizer* tok = nullptr;
   openai::ResponseHead head;
   bool include_usage = false;
   int n = 1;
@@ -94,7 +99,10 @@ struct Stream {
         continue;
       }
       quiet_since = SteadyClock::now();
-      if (absl::Status s = Apply(ev, results); !s.ok()) {
+      // This delta's logprobs start after what the choice already has.
+      const size_t lp_before = results[ev.index].logprobs.size();
+      const int64_t chars_before = results[ev.index].chars;
+      if (absl::Status s = Apply(ev, *tok, results); !s.ok()) {
         // The first failure ends the response; the other choices are cancelled.
         if (failed.ok()) {
           failed = s;
@@ -106,8 +114,12 @@ struct Stream {
       }
       if (!failed.ok()) continue;
       bool ok = true;
-      if (ev.kind == ChoiceEvent::Kind::kDelta && !ev.delta.text().empty()) {
-        ok = write(openai::SseData(openai::TextChunk(head, ev.index, ev.delta.text())));
+      if (ev.kind == ChoiceEvent::Kind::kDelta && (!ev.delta.text().empty() || ev.delta.logprobs_size() > 0)) {
+        const std::vector<openai::LogprobEntry>& lps = results[ev.index].logprobs;
+        const nlohmann::json chunk_logprobs =
+            head.logprobs ? openai::ChoiceLogprobs(head, absl::MakeConstSpan(lps).subspan(lp_before), chars_before)
+                          : nlohmann::json(nullptr);
+        ok = write(openai::SseData(openai::TextChunk(head, ev.index, ev.delta.text(), chunk_logprobs)));
       } else if (ev.kind == ChoiceEvent::Kind::kFinal) {
         ok = write(openai::SseData(openai::FinishChunk(head, ev.index, results[ev.index])));
       }
@@ -212,10 +224,12 @@ void OpenAiHandler::Handle(openai::Endpoint endpoint, const httplib::Request& re
   head.id = (endpoint == openai::Endpoint::kChat ? "chatcmpl-" : "cmpl-") + request_id;
   head.created = static_cast<int64_t>(std::time(nullptr));
   head.model = model;
+  head.logprobs = r->generate.logprobs();
 
   if (r->stream) {
     auto st = std::make_shared<Stream>();
     st->runs = std::move(*runs);
+    st->tok = &up->tokenizer();
     st->head = std::move(head);
     st->include_usage = r->include_usage;
     st->n = n;
@@ -242,7 +256,7 @@ void OpenAiHandler::Handle(openai::Endpoint endpoint, const httplib::Request& re
     const ChoiceRuns::Next next = (*runs)->Wait(&ev, std::chrono::seconds(1));
     if (next == ChoiceRuns::Next::kEnd) break;
     if (next == ChoiceRuns::Next::kTimeout) continue;
-    if (absl::Status s = Apply(ev, results); !s.ok() && failed.ok()) {
+    if (absl::Status s = Apply(ev, up->tokenizer(), results); !s.ok() && failed.ok()) {
       failed = s;
       (*runs)->Cancel();
     }

@@ -8,6 +8,7 @@
 #include "common/status_macros.h"
 #include "coordinator/k_policy.h"
 #include "coordinator/openai_error.h"
+#include "spec/logprobs.h"
 
 namespace specserve::openai {
 namespace {
@@ -179,15 +180,34 @@ absl::Status ReadSpeculative(const json& body, v1::GenerateRequest* g) {
   return absl::OkStatus();
 }
 
+// Completions: "logprobs": N (0..20) alternatives per token, null or absent: none.
+// Chat: "logprobs": true|false|null and "top_logprobs": 0..20, which needs
+// logprobs true. Both become GenerateRequest.logprobs / top_logprobs.
+absl::Status ReadLogprobs(Endpoint endpoint, const json& body, v1::GenerateRequest* g) {
+  if (endpoint == Endpoint::kCompletions) {
+    if (const json* top = Field(body, "top_logprobs"); top != nullptr && !(IsInteger(*top) && AsInt(*top) == 0)) {
+      return InvalidParam("top_logprobs", "top_logprobs is a chat parameter: use logprobs: N for completions");
+    }
+    ASSIGN_OR_RETURN(std::optional<int64_t> n, Integer(body, "logprobs", 0, kMaxTopLogprobs));
+    if (n) {
+      g->set_logprobs(true);
+      g->set_top_logprobs(static_cast<int32_t>(*n));
+    }
+    return absl::OkStatus();
+  }
+  ASSIGN_OR_RETURN(bool logprobs, Bool(body, "logprobs"));
+  ASSIGN_OR_RETURN(std::optional<int64_t> top, Integer(body, "top_logprobs", 0, kMaxTopLogprobs));
+  if (top && *top > 0 && !logprobs) {
+    return InvalidParam("top_logprobs", "top_logprobs needs logprobs: true");
+  }
+  g->set_logprobs(logprobs);
+  g->set_top_logprobs(static_cast<int32_t>(top.value_or(0)));
+  return absl::OkStatus();
+}
+
 // OpenAI parameters specserve does not implement: refused, never ignored,
 // when they would change the output.
 absl::Status RefuseUnsupported(Endpoint endpoint, const json& body) {
-  const json* lp = Field(body, "logprobs");
-  const bool logprobs = lp != nullptr && !(lp->is_boolean() && !lp->get<bool>());
-  const json* top = Field(body, "top_logprobs");
-  if (logprobs || (top != nullptr && !(IsInteger(*top) && AsInt(*top) == 0))) {
-    return InvalidParam(logprobs ? "logprobs" : "top_logprobs", "logprobs not supported yet");
-  }
   for (const char* key : {"presence_penalty", "frequency_penalty"}) {
     const json* v = Field(body, key);
     if (v != nullptr && !(v->is_number() && v->get<double>() == 0)) {
@@ -262,6 +282,7 @@ absl::StatusOr<Request> ParseRequest(Endpoint endpoint, std::string_view text) {
     if (!r.stream) return InvalidParam("stream_options", "stream_options is only allowed with stream: true");
     ASSIGN_OR_RETURN(r.include_usage, Bool(*so, "include_usage"));
   }
+  RETURN_IF_ERROR(ReadLogprobs(endpoint, body, &g));
   RETURN_IF_ERROR(ReadSpeculative(body, &g));
   return r;
 }

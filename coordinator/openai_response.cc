@@ -13,7 +13,8 @@ json Base(const ResponseHead& h, bool chunk) {
 }
 
 // A choice's entry; `text` goes to text, message.content or delta.content.
-json Choice(const ResponseHead& h, int index, bool chunk, const std::string* text, const json& finish_reason) {
+json Choice(const ResponseHead& h, int index, bool chunk, const std::string* text, const json& finish_reason,
+            const json& logprobs = nullptr) {
   json c = {{"index", index}};
   if (IsChat(h)) {
     if (chunk) {
@@ -24,7 +25,7 @@ json Choice(const ResponseHead& h, int index, bool chunk, const std::string* tex
   } else {
     c["text"] = text ? *text : "";
   }
-  c["logprobs"] = nullptr;
+  c["logprobs"] = logprobs;
   c["finish_reason"] = finish_reason;
   return c;
 }
@@ -61,7 +62,8 @@ json WholeResponse(const ResponseHead& head, const std::vector<ChoiceResult>& ch
   json list = json::array();
   json stats = json::array();
   for (size_t i = 0; i < choices.size(); ++i) {
-    list.push_back(Choice(head, static_cast<int>(i), false, &choices[i].text, choices[i].finish_reason));
+    const json logprobs = head.logprobs ? ChoiceLogprobs(head, choices[i].logprobs, 0) : json(nullptr);
+    list.push_back(Choice(head, static_cast<int>(i), false, &choices[i].text, choices[i].finish_reason, logprobs));
     stats.push_back(ChoiceStats(static_cast<int>(i), choices[i].stats));
   }
   body["choices"] = std::move(list);
@@ -78,10 +80,14 @@ json RoleChunk(const ResponseHead& head, int index) {
   return c;
 }
 
-json TextChunk(const ResponseHead& head, int index, const std::string& text) {
+json TextChunk(const ResponseHead& head, int index, const std::string& text, const json& logprobs) {
   json c = Base(head, true);
-  c["choices"] = json::array({Choice(head, index, true, &text, nullptr)});
+  c["choices"] = json::array({Choice(head, index, true, &text, nullptr, logprobs)});
   return c;
+}
+
+json ChoiceLogprobs(const ResponseHead& head, absl::Span<const LogprobEntry> entries, int64_t first_offset) {
+  return IsChat(head) ? ChatLogprobs(entries) : CompletionLogprobs(entries, first_offset);
 }
 
 json FinishChunk(const ResponseHead& head, int index, const ChoiceResult& result) {

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "coordinator/openai_logprobs.h"
 #include "coordinator/openai_request.h"
 #include "specserve/v1/generation.pb.h"
 
@@ -22,6 +23,7 @@ struct ResponseHead {
   std::string id;       // "cmpl-<request id>" / "chatcmpl-<request id>"
   int64_t created = 0;  // Unix seconds
   std::string model;
+  bool logprobs = false;  // the request asked for logprobs: choices carry them
 };
 
 // One finished choice.
@@ -29,6 +31,8 @@ struct ChoiceResult {
   std::string text;
   std::string finish_reason;  // "stop", "length"
   v1::GenerationStats stats;
+  std::vector<LogprobEntry> logprobs;  // with ResponseHead::logprobs: one per token
+  int64_t chars = 0;                   // characters of the tokens so far (text_offset)
 };
 
 // {"prompt_tokens", "completion_tokens", "total_tokens"} over all choices
@@ -41,7 +45,12 @@ nlohmann::json WholeResponse(const ResponseHead& head, const std::vector<ChoiceR
 
 // Stream chunks, each with one choice (or none, for usage).
 nlohmann::json RoleChunk(const ResponseHead& head, int index);  // chat: {"role": "assistant"}
-nlohmann::json TextChunk(const ResponseHead& head, int index, const std::string& text);
+// `logprobs`: null, or the chunk's tokens' (ChoiceLogprobs).
+nlohmann::json TextChunk(const ResponseHead& head, int index, const std::string& text,
+                         const nlohmann::json& logprobs = nullptr);
+// The endpoint's logprobs object for `entries`, text offsets from `first_offset`.
+nlohmann::json ChoiceLogprobs(const ResponseHead& head, absl::Span<const LogprobEntry> entries,
+                              int64_t first_offset);
 // The choice's last chunk: finish_reason and its "specserve" statistics.
 nlohmann::json FinishChunk(const ResponseHead& head, int index, const ChoiceResult& result);
 // stream_options.include_usage: the chunk before [DONE], with no choices.

@@ -118,6 +118,7 @@ template class SyncSession<v1::DraftRequest, v1::DraftResponse>;
 absl::Status RemoteVerifier::Open(const SessionSpec& spec) {
   v1::TargetRequest req;
   *req.mutable_open() = rpc::SpecToProto(spec);
+  logprobs_ = spec.logprobs;
   return session_.Open([&](grpc::ClientContext* ctx) { return stub_->Session(ctx); }, req);
 }
 
@@ -131,7 +132,15 @@ absl::StatusOr<RoundResult> RemoteVerifier::Verify(int64_t round, const Proposal
     return absl::InternalError(absl::StrCat("target answered round ", resp.verified().round(), " to round ", round));
   }
   const v1::VerifyResult& r = resp.verified();
-  return RoundResult{r.round(), r.accepted(), r.next_token(), r.compute_seconds()};
+  RoundResult out{r.round(), r.accepted(), r.next_token(), r.compute_seconds()};
+  if (logprobs_) {
+    ASSIGN_OR_RETURN(out.logprobs, rpc::LogprobsFromProto(r.logprobs()));
+    if (static_cast<int32_t>(out.logprobs.size()) != r.accepted() + 1) {
+      return absl::InternalError(absl::StrCat("target sent ", out.logprobs.size(), " logprobs for ",
+                                              r.accepted() + 1, " committed tokens"));
+    }
+  }
+  return out;
 }
 
 absl::Status RemoteDrafter::Open(const SessionSpec& spec) {

@@ -93,6 +93,7 @@ class RemoteVerifier final : public Verifier {
  private:
   v1::TargetService::StubInterface* stub_;
   SyncSession<v1::TargetRequest, v1::TargetResponse> session_;
+  bool logprobs_ = false;  // the session asked for logprobs
 };
 
 class RemoteDrafter final : public Drafter {

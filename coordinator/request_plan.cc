@@ -44,6 +44,14 @@ absl::StatusOr<Plan> PlanRequest(const v1::GenerateRequest& req, const Coordinat
   // verification stays exact for any q.
   spec.draft.temperature = spec.target.temperature;
   spec.draft.lookup_min_ngram = opts.draft_lookup;
+  if (req.top_logprobs() < 0 || req.top_logprobs() > kMaxTopLogprobs) {
+    return absl::InvalidArgumentError(absl::StrCat("top_logprobs ", req.top_logprobs(), " not in [0, ", kMaxTopLogprobs, "]"));
+  }
+  if (req.top_logprobs() > 0 && !req.logprobs()) {
+    return absl::InvalidArgumentError("top_logprobs needs logprobs");
+  }
+  spec.logprobs = req.logprobs();
+  spec.top_logprobs = req.top_logprobs();
   RETURN_IF_ERROR(ValidateSessionSpec(spec, config));
 
   int k = opts.default_k;

@@ -1,6 +1,7 @@
 #include "coordinator/request_runner.h"
 
 #include <algorithm>
+#include <deque>
 
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
@@ -24,6 +25,16 @@ absl::Status MapTargetError(const absl::Status& s, const RequestContext& rc) {
   if (absl::IsDeadlineExceeded(s)) return absl::UnavailableError(absl::StrCat("target failed: ", s.message()));
   if (absl::IsInvalidArgument(s) || absl::IsResourceExhausted(s) || absl::IsUnavailable(s)) return s;
   return absl::UnavailableError(absl::StrCat("target failed: ", s.message()));
+}
+
+void ToProto(const TokenLogprob& t, v1::TokenLogprob* out) {
+  out->set_token_id(t.id);
+  out->set_logprob(t.logprob);
+  for (const TopLogprob& a : t.top) {
+    v1::TopLogprob* p = out->add_top_logprobs();
+    p->set_token_id(a.id);
+    p->set_logprob(a.logprob);
+  }
 }
 
 // One request's run: the drafter and verifier on the services, the text
@@ -75,6 +86,11 @@ class GenerationRun {
       Emit(std::move(rel));
       return !stopped_by_string_ && !client_gone_ && !rc_.cancel->cancelled();
     };
+    // Logprobs wait in order with their ids, released with them (TextStream
+    // releases ids in commit order; those after a stop string never go out).
+    loop.on_logprobs = [this](absl::Span<const TokenLogprob> lps) {
+      held_logprobs_.insert(held_logprobs_.end(), lps.begin(), lps.end());
+    };
     loop.on_round = [this](const RoundRecord& r) {
       if (rc_.metrics) rc_.metrics->ObserveRound(r);
     };
@@ -121,6 +137,11 @@ class GenerationRun {
     v1::Delta d;
     d.set_text(std::move(rel.text));
     d.mutable_token_ids()->Add(rel.ids.begin(), rel.ids.end());
+    if (plan_.spec.logprobs) {
+      const size_t n = std::min(rel.ids.size(), held_logprobs_.size());
+      for (size_t i = 0; i < n; ++i) ToProto(held_logprobs_[i], d.add_logprobs());
+      held_logprobs_.erase(held_logprobs_.begin(), held_logprobs_.begin() + n);
+    }
     if (!rc_.on_delta(std::move(d))) client_gone_ = true;
   }
 
@@ -160,6 +181,7 @@ class GenerationRun {
   bool stopped_by_string_ = false;
   bool client_gone_ = false;
   SteadyClock::time_point last_emit_;
+  std::deque<TokenLogprob> held_logprobs_;  // committed, not yet released
 };
 
 }  // namespace

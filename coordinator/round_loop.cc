@@ -134,6 +134,9 @@ class Loop {
     sequence_.insert(sequence_.end(), emitted.begin(), emitted.end());
     if (st_.generated == 0) st_.first_token_seconds = Since(t_start_);
     st_.generated += static_cast<int64_t>(emitted.size());
+    if (!emitted.empty() && opts_.on_logprobs && !verdict.logprobs.empty()) {
+      opts_.on_logprobs(absl::MakeConstSpan(verdict.logprobs).first(std::min(emitted.size(), verdict.logprobs.size())));
+    }
     if (!emitted.empty() && opts_.on_tokens && !opts_.on_tokens(emitted)) stop = true;
     return !stop;
   }

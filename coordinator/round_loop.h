@@ -39,6 +39,9 @@ struct LoopOptions {
   // Receives each round's committed tokens (already cut at a stop token or
   // the budget). Returning false ends the request (stop string, client gone).
   std::function<bool(absl::Span<const TokenId>)> on_tokens;
+  // With SessionSpec::logprobs: the logprobs of exactly the tokens on_tokens
+  // is about to receive (same cut), called just before it.
+  std::function<void(absl::Span<const TokenLogprob>)> on_logprobs;
   // Observes each verified round, before its tokens are cut.
   std::function<void(const RoundRecord&)> on_round;
   // Called when the drafter fails to open (`at_open`) or to propose, with

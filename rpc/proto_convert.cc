@@ -19,6 +19,8 @@ v1::SessionOpen SpecToProto(const SessionSpec& spec) {
   d->set_top_p(spec.draft.top_p);
   d->set_lookup_min_ngram(spec.draft.lookup_min_ngram);
   o.set_max_new_tokens(spec.max_new_tokens);
+  o.set_logprobs(spec.logprobs);
+  o.set_top_logprobs(spec.top_logprobs);
   return o;
 }
 
@@ -35,7 +37,40 @@ SessionSpec SpecFromProto(const v1::SessionOpen& o) {
   spec.draft.top_p = o.draft().top_p() == 0 ? 1.0f : o.draft().top_p();
   spec.draft.lookup_min_ngram = o.draft().lookup_min_ngram();
   spec.max_new_tokens = o.max_new_tokens();
+  spec.logprobs = o.logprobs();
+  spec.top_logprobs = o.top_logprobs();
   return spec;
+}
+
+void LogprobsToProto(absl::Span<const TokenLogprob> in,
+                     google::protobuf::RepeatedPtrField<v1::CommittedLogprob>* out) {
+  for (const TokenLogprob& t : in) {
+    v1::CommittedLogprob* c = out->Add();
+    c->set_token(t.id);
+    c->set_logprob(t.logprob);
+    for (const TopLogprob& a : t.top) {
+      c->add_top_ids(a.id);
+      c->add_top_logprobs(a.logprob);
+    }
+  }
+}
+
+absl::StatusOr<std::vector<TokenLogprob>> LogprobsFromProto(
+    const google::protobuf::RepeatedPtrField<v1::CommittedLogprob>& in) {
+  std::vector<TokenLogprob> out;
+  out.reserve(in.size());
+  for (const v1::CommittedLogprob& c : in) {
+    if (c.top_ids_size() != c.top_logprobs_size()) {
+      return absl::InvalidArgumentError(absl::StrCat("a logprob entry has ", c.top_ids_size(), " alternatives but ",
+                                                     c.top_logprobs_size(), " logprobs"));
+    }
+    TokenLogprob t;
+    t.id = c.token();
+    t.logprob = c.logprob();
+    for (int i = 0; i < c.top_ids_size(); ++i) t.top.push_back({c.top_ids(i), c.top_logprobs(i)});
+    out.push_back(std::move(t));
+  }
+  return out;
 }
 
 void DistToProto(const SparseDist& q, TokenId token, v1::SparseDist* out) {

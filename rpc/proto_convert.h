@@ -16,6 +16,13 @@ namespace specserve::rpc {
 v1::SessionOpen SpecToProto(const SessionSpec& spec);
 SessionSpec SpecFromProto(const v1::SessionOpen& open);
 
+// A round's committed logprobs (RoundResult::logprobs) on the wire;
+// INVALID_ARGUMENT when an entry's alternative ids and logprobs differ in length.
+void LogprobsToProto(absl::Span<const TokenLogprob> in,
+                     google::protobuf::RepeatedPtrField<v1::CommittedLogprob>* out);
+absl::StatusOr<std::vector<TokenLogprob>> LogprobsFromProto(
+    const google::protobuf::RepeatedPtrField<v1::CommittedLogprob>& in);
+
 // A one-hot q at `token` travels with no entries (the greedy draft and the
 // n-gram drafter send only those), anything else as (ids, probs).
 void DistToProto(const SparseDist& q, TokenId token, v1::SparseDist* out);

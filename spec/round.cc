@@ -30,6 +30,9 @@ absl::Status ValidateSessionSpec(const SessionSpec& spec, const ModelConfig& c) 
     return absl::InvalidArgumentError(
         absl::StrCat("draft lookup_min_ngram ", spec.draft.lookup_min_ngram, " not in [0, 16]"));
   }
+  if (spec.top_logprobs < 0 || spec.top_logprobs > kMaxTopLogprobs) {
+    return absl::InvalidArgumentError(absl::StrCat("top_logprobs ", spec.top_logprobs, " not in [0, ", kMaxTopLogprobs, "]"));
+  }
   return absl::OkStatus();
 }
 

@@ -15,6 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/model_config.h"
+#include "spec/logprobs.h"
 #include "spec/sampling.h"
 
 namespace specserve {
@@ -41,6 +42,10 @@ struct SessionSpec {
   SamplingParams target;        // the user's rule; verification is exact for it
   DraftRule draft;
   int32_t max_new_tokens = 0;   // lets a service refuse what cannot fit its context
+  // The target returns each committed token's logprob (spec/logprobs.h) and
+  // its top_logprobs (0..kMaxTopLogprobs) alternatives. Off: no cost.
+  bool logprobs = false;
+  int32_t top_logprobs = 0;
 };
 
 // K drafted tokens and, for each, exactly the distribution it was drawn from.
@@ -58,6 +63,8 @@ struct RoundResult {
   int32_t accepted = 0;
   TokenId next_token = 0;
   double compute_seconds = 0;    // spent in the target's pass and verification
+  // With SessionSpec::logprobs: [accepted + 1], d1..dn then next_token; else empty.
+  std::vector<TokenLogprob> logprobs;
 };
 
 // INVALID_ARGUMENT naming what is wrong: empty prompt, ids outside the

@@ -81,7 +81,22 @@ absl::StatusOr<RoundResult> TargetSession::FinishVerify(const float* logits) {
     in_flight_ = false;
     return v.status();
   }
-  return FinishVerify(*v);
+  std::vector<TokenLogprob> logprobs;
+  if (spec_.logprobs) {
+    // Rows 0..n score the committed d1..dn, x (the rows verification used).
+    std::vector<TokenId> committed(proposal_.tokens.begin(), proposal_.tokens.begin() + v->accepted);
+    committed.push_back(v->next_token);
+    absl::StatusOr<std::vector<TokenLogprob>> l =
+        RoundLogprobs(logits, in.k + 1, config_.vocab, committed, spec_.top_logprobs);
+    if (!l.ok()) {
+      in_flight_ = false;
+      return l.status();
+    }
+    logprobs = std::move(*l);
+  }
+  ASSIGN_OR_RETURN(RoundResult r, FinishVerify(*v));
+  r.logprobs = std::move(logprobs);
+  return r;
 }
 
 absl::StatusOr<RoundResult> TargetSession::FinishVerify(const VerifyResult& v) {

@@ -36,7 +36,7 @@ class TargetSession {
   // FinishVerify or AbortVerify; nullptr when no pass is in flight. A round
   // that needs its logits on the host (e.g. to report logprobs) returns
   // nullptr here and takes FinishVerify(logits) instead.
-  const VerifyInput* verify_block() const { return in_flight_ ? &verify_ : nullptr; }
+  const VerifyInput* verify_block() const { return in_flight_ && !spec_.logprobs ? &verify_ : nullptr; }
   // Commits what the backend's verify step decided for the pass in flight
   // and rolls the cache back to the committed sequence minus its new pending
   // token. INVALID_ARGUMENT for a result outside [0, K] or the vocabulary.

@@ -38,6 +38,7 @@ absl::Status TargetServer::Answer(Entry& e, const ForwardSeq& pass, RoundResult 
   res->set_round(v.round);
   res->set_accepted(v.accepted);
   res->set_next_token(v.next_token);
+  rpc::LogprobsToProto(v.logprobs, res->mutable_logprobs());
   // Time on this service, queueing included: the caller counts the rest as network.
   res->set_compute_seconds(rpc::SecondsSince(e.state.received));
   e.handle->Send(std::move(r));

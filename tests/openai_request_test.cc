@@ -133,7 +133,11 @@ TEST(OpenAiRequestTest, BadBodiesAre400sNamingTheField) {
       {Endpoint::kCompletions, R"({"prompt": "x", "seed": 1.5})", "seed"},
       {Endpoint::kCompletions, R"({"prompt": "x", "stream": "yes"})", "stream"},
       {Endpoint::kCompletions, R"({"prompt": "x", "stream_options": {"include_usage": true}})", "stream_options"},
-      {Endpoint::kCompletions, R"({"prompt": "x", "logprobs": 2})", "logprobs"},
+      {Endpoint::kCompletions, R"({"prompt": "x", "logprobs": 21})", "logprobs"},
+      {Endpoint::kCompletions, R"({"prompt": "x", "logprobs": -1})", "logprobs"},
+      {Endpoint::kCompletions, R"({"prompt": "x", "logprobs": true})", "logprobs"},
+      {Endpoint::kCompletions, R"({"prompt": "x", "logprobs": 1.5})", "logprobs"},
+      {Endpoint::kCompletions, R"({"prompt": "x", "top_logprobs": 2})", "top_logprobs"},
       {Endpoint::kCompletions, R"({"prompt": "x", "echo": true})", "echo"},
       {Endpoint::kCompletions, R"({"prompt": "x", "best_of": 3})", "best_of"},
       {Endpoint::kCompletions, R"({"prompt": "x", "presence_penalty": 0.5})", "presence_penalty"},
@@ -149,8 +153,12 @@ TEST(OpenAiRequestTest, BadBodiesAre400sNamingTheField) {
       {Endpoint::kChat, R"({"messages": [{"content": "hi"}]})", "messages[0].role"},
       {Endpoint::kChat, R"({"messages": [{"role": "user", "content": 5}]})", "messages[0].content"},
       {Endpoint::kChat, R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})", "messages[0].content"},
-      {Endpoint::kChat, R"({"messages": [{"role": "user", "content": "hi"}], "logprobs": true})", "logprobs"},
+      {Endpoint::kChat, R"({"messages": [{"role": "user", "content": "hi"}], "logprobs": 3})", "logprobs"},
       {Endpoint::kChat, R"({"messages": [{"role": "user", "content": "hi"}], "top_logprobs": 2})", "top_logprobs"},
+      {Endpoint::kChat, R"({"messages": [{"role": "user", "content": "hi"}], "logprobs": true, "top_logprobs": 21})",
+       "top_logprobs"},
+      {Endpoint::kChat, R"({"messages": [{"role": "user", "content": "hi"}], "logprobs": true, "top_logprobs": -1})",
+       "top_logprobs"},
       {Endpoint::kChat, R"({"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function"}]})", "tools"},
       {Endpoint::kChat, R"({"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_object"}})",
        "response_format"},
@@ -172,10 +180,31 @@ TEST(OpenAiRequestTest, DeeplyNestedOrBrokenBodiesAreRefusedWithoutCrashing) {
   EXPECT_FALSE(ParseRequest(Endpoint::kChat, "{\"messages\": \"\xff\xfe\"}").ok());
 }
 
-TEST(OpenAiRequestTest, LogprobsAreRefusedNotFaked) {
-  absl::StatusOr<Request> r = ParseRequest(Endpoint::kCompletions, R"({"prompt": "x", "logprobs": 1})");
-  ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().message(), "logprobs not supported yet");
+TEST(OpenAiRequestTest, LogprobsBecomeTheGenerateRequestsFields) {
+  absl::StatusOr<Request> r = ParseRequest(Endpoint::kCompletions, R"({"prompt": "x", "logprobs": 3})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->generate.logprobs());
+  EXPECT_EQ(r->generate.top_logprobs(), 3);
+  r = ParseRequest(Endpoint::kCompletions, R"({"prompt": "x", "logprobs": 0})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->generate.logprobs());
+  EXPECT_EQ(r->generate.top_logprobs(), 0);
+  r = ParseRequest(Endpoint::kCompletions, R"({"prompt": "x", "logprobs": null})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->generate.logprobs());
+  r = ParseRequest(Endpoint::kChat, R"({"messages": [{"role": "user", "content": "hi"}], "logprobs": true,
+                                        "top_logprobs": 20})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->generate.logprobs());
+  EXPECT_EQ(r->generate.top_logprobs(), 20);
+  r = ParseRequest(Endpoint::kChat, R"({"messages": [{"role": "user", "content": "hi"}], "logprobs": false,
+                                        "top_logprobs": 0})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->generate.logprobs());
+  // Each choice asks for them.
+  r = ParseRequest(Endpoint::kChat, R"({"messages": [{"role": "user", "content": "hi"}], "logprobs": true, "n": 2})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  for (const v1::GenerateRequest& g : ChoiceRequests(*r, 1)) EXPECT_TRUE(g.logprobs());
 }
 
 TEST(OpenAiRequestTest, NullFieldsAreAbsent) {

@@ -106,5 +106,59 @@ TEST(OpenAiErrorTest, CodesMapToTheStatusesClientsRetryOn) {
   EXPECT_TRUE(r["param"].is_null());
 }
 
+// " a" then a character split over two byte tokens (é = c3 a9).
+std::vector<LogprobEntry> Entries() {
+  return {{{" a", -0.5f}, {{" a", -0.5f}, {" b", -1.5f}}},
+          {{"\xc3", -0.25f}, {{"\xc3", -0.25f}}},
+          {{"\xa9", -2.0f}, {{"x", -0.1f}, {"\xa9", -2.0f}}}};
+}
+
+TEST(OpenAiResponseTest, CompletionLogprobs) {
+  ResponseHead h = Head(Endpoint::kCompletions);
+  h.logprobs = true;
+  ChoiceResult r = Result(" a\xc3\xa9", 5, 3);
+  r.logprobs = Entries();
+  json b = WholeResponse(h, {r});
+  const json& lp = b["choices"][0]["logprobs"];
+  EXPECT_EQ(lp["tokens"], json({" a", "bytes:\\xc3", "bytes:\\xa9"}));
+  EXPECT_EQ(lp["token_logprobs"], json({-0.5, -0.25, -2.0}));
+  EXPECT_EQ(lp["text_offset"], json({0, 2, 3}));
+  // The alternatives and the chosen token.
+  EXPECT_EQ(lp["top_logprobs"][0], json({{" a", -0.5}, {" b", -1.5}}));
+  EXPECT_EQ(lp["top_logprobs"][2], json({{"x", -0.10000000149011612}, {"bytes:\\xa9", -2.0}}));
+  // A streamed chunk's offsets continue from what was sent before.
+  json chunk = TextChunk(h, 0, "x", ChoiceLogprobs(h, absl::MakeConstSpan(r.logprobs).subspan(2), 7));
+  EXPECT_EQ(chunk["choices"][0]["logprobs"]["text_offset"], json({7}));
+  // Without the request's logprobs: null.
+  h.logprobs = false;
+  EXPECT_TRUE(WholeResponse(h, {r})["choices"][0]["logprobs"].is_null());
+}
+
+TEST(OpenAiResponseTest, ChatLogprobs) {
+  ResponseHead h = Head(Endpoint::kChat);
+  h.logprobs = true;
+  ChoiceResult r = Result(" a\xc3\xa9", 5, 3);
+  r.logprobs = Entries();
+  json b = WholeResponse(h, {r});
+  const json& content = b["choices"][0]["logprobs"]["content"];
+  ASSERT_EQ(content.size(), 3u);
+  EXPECT_EQ(content[0]["token"], " a");
+  EXPECT_EQ(content[0]["logprob"], -0.5);
+  EXPECT_EQ(content[0]["bytes"], json({32, 97}));
+  EXPECT_EQ(content[0]["top_logprobs"],
+            json({{{"token", " a"}, {"logprob", -0.5}, {"bytes", {32, 97}}},
+                  {{"token", " b"}, {"logprob", -1.5}, {"bytes", {32, 98}}}}));
+  EXPECT_EQ(content[1]["bytes"], json({0xc3}));
+  EXPECT_EQ(content[2]["top_logprobs"].size(), 2u);
+}
+
+TEST(OpenAiResponseTest, TokenStrings) {
+  EXPECT_EQ(TokenString("abc"), "abc");
+  EXPECT_EQ(TokenString("\xc3\xa9"), "\xc3\xa9");
+  EXPECT_EQ(TokenString("\xe2\x82"), "bytes:\\xe2\\x82");
+  EXPECT_EQ(TokenString(""), "");
+  EXPECT_EQ(CharCount("a\xc3\xa9\xe2\x82\xac"), 3);
+}
+
 }  // namespace
 }  // namespace specserve::openai

@@ -66,10 +66,26 @@ def sync_checks() -> GenerationResult:
         check_result(plain, "none")
         assert plain.token_ids == unary.token_ids and plain.stats.drafted == 0, plain
 
+        # Logprobs: plain result classes, one per token, the same with and
+        # without speculation, and the greedy token on top.
+        lp = c.generate(PROMPT, drafter="model", logprobs=True, top_logprobs=3, **GREEDY)
+        assert lp.token_ids == unary.token_ids and not unary.logprobs, lp
+        assert len(lp.logprobs) == len(lp.token_ids), (len(lp.logprobs), len(lp.token_ids))
+        with c.stream(PROMPT, drafter="none", logprobs=True, top_logprobs=3, **GREEDY) as stream:
+            plain_deltas = list(stream)
+        assert all(len(d.logprobs) == len(d.token_ids) for d in plain_deltas)
+        plain_lp = stream.result.logprobs
+        for t, ref, tid in zip(lp.logprobs, plain_lp, lp.token_ids):
+            assert isinstance(t, specserve.TokenLogprob) and isinstance(t.top_logprobs[0], specserve.TopLogprob), t
+            assert t.token_id == ref.token_id == tid == t.top_logprobs[0].token_id, (t, ref, tid)
+            assert abs(t.logprob - ref.logprob) <= 1e-4 and t.logprob <= 0, (t, ref)
+            assert len(t.top_logprobs) == 3, t
+
         # Errors: a bad argument, on every path; a deadline; a closed port.
         for fn in (lambda: c.generate(PROMPT, k=99, timeout=60),
                    lambda: list(c.stream(PROMPT, k=99, timeout=60)),
-                   lambda: c.generate("", timeout=60)):
+                   lambda: c.generate("", timeout=60),
+                   lambda: c.generate(PROMPT, logprobs=True, top_logprobs=21, timeout=60)):
             e = expect_error(specserve.InvalidArgumentError, fn)
             assert e.code.name == "INVALID_ARGUMENT" and not e.retryable and e.details, (e.code, e.details)
         try:

@@ -125,9 +125,19 @@ test('bad requests get 400 with an OpenAI error body', async () => {
     return true;
   });
   await assert.rejects(client.completions.create({ model, prompt, max_tokens: 100000 }), OpenAI.BadRequestError);
-  await assert.rejects(client.completions.create({ model, prompt, logprobs: 2 }), (e) => {
+  await assert.rejects(client.completions.create({ model, prompt, logprobs: 21 }), (e) => {
     assert.equal(e.status, 400);
-    assert.match(e.message, /logprobs not supported yet/);
+    assert.equal(e.param, 'logprobs');
+    return true;
+  });
+  await assert.rejects(client.chat.completions.create({ model, messages, logprobs: true, top_logprobs: 21 }), (e) => {
+    assert.equal(e.status, 400);
+    assert.equal(e.param, 'top_logprobs');
+    return true;
+  });
+  await assert.rejects(client.chat.completions.create({ model, messages, top_logprobs: 2 }), (e) => {
+    assert.equal(e.status, 400);
+    assert.equal(e.param, 'top_logprobs');
     return true;
   });
   await assert.rejects(client.chat.completions.create({ model, messages: [] }), OpenAI.BadRequestError);
@@ -210,4 +220,84 @@ test('a client abort mid-stream cancels the request and closes both services\' s
     if (open !== 0) await new Promise((r) => setTimeout(r, 100));
   }
   assert.equal(open, 0);
+});
+
+// Logprobs (docs/http_api.md "Logprobs"): the target's raw log-probabilities,
+// the same with speculation as with plain decoding.
+const near = (a, b, what) => assert.ok(Math.abs(a - b) <= 1e-4, `${what}: ${a} vs ${b}`);
+
+test('completion logprobs: same text, plain decoding\'s values, the greedy token on top', async () => {
+  const want = grpc('completion');
+  const ask = (speculative) => client.completions.create({
+    model, prompt, max_tokens: 48, temperature: 0, logprobs: 5, speculative,
+  });
+  const spec = await ask({ drafter: 'model', k: 4 });
+  const plain = await ask({ drafter: 'none' });
+  assert.equal(spec.choices[0].text, want.text);  // unchanged by asking for logprobs
+  const lp = spec.choices[0].logprobs, ref = plain.choices[0].logprobs;
+  assert.equal(lp.tokens.length, want.token_ids.length);
+  assert.equal(lp.tokens.join(''), spec.choices[0].text);
+  assert.deepEqual(lp.tokens, ref.tokens);
+  assert.equal(lp.text_offset[0], 0);
+  for (let i = 0; i < lp.tokens.length; i++) {
+    near(lp.token_logprobs[i], ref.token_logprobs[i], `token ${i}`);
+    assert.ok(lp.token_logprobs[i] <= 0);
+    const top = Object.entries(lp.top_logprobs[i]);
+    assert.ok(top.length >= 5 && top.length <= 6, JSON.stringify(top));
+    const best = top.reduce((a, b) => (b[1] > a[1] ? b : a));
+    assert.equal(best[0], lp.tokens[i], `token ${i} is not the top-1`);
+    near(best[1], lp.token_logprobs[i], `top-1 ${i}`);
+    if (i > 0) assert.equal(lp.text_offset[i], lp.text_offset[i - 1] + [...lp.tokens[i - 1]].length);
+  }
+});
+
+test('chat logprobs, whole and streamed, through the openai client\'s types', async () => {
+  const want = grpc('chat');
+  const whole = await client.chat.completions.create({
+    model, messages, max_tokens: 48, temperature: 0, logprobs: true, top_logprobs: 3,
+    speculative: { drafter: 'model', k: 4 },
+  });
+  assert.equal(whole.choices[0].message.content, want.text);
+  const content = whole.choices[0].logprobs.content;
+  assert.equal(content.length, whole.usage.completion_tokens);
+  for (const [i, t] of content.entries()) {
+    assert.equal(typeof t.token, 'string');
+    assert.ok(Array.isArray(t.bytes));
+    assert.equal(t.top_logprobs.length, 3);
+    assert.equal(t.top_logprobs[0].token, t.token, `token ${i} is not the top-1`);
+    near(t.top_logprobs[0].logprob, t.logprob, `top-1 ${i}`);
+    assert.ok(t.top_logprobs[1].logprob <= t.top_logprobs[0].logprob);
+  }
+  const plain = await client.chat.completions.create({
+    model, messages, max_tokens: 48, temperature: 0, logprobs: true, speculative: { drafter: 'none' },
+  });
+  const ref = plain.choices[0].logprobs.content;
+  assert.equal(ref.length, content.length);
+  for (let i = 0; i < ref.length; i++) {
+    assert.equal(ref[i].token, content[i].token);
+    near(ref[i].logprob, content[i].logprob, `chat token ${i}`);
+    assert.deepEqual(ref[i].top_logprobs, []);
+  }
+  // Streamed: each chunk carries its own tokens' entries; together, the whole list.
+  const stream = await client.chat.completions.create({
+    model, messages, max_tokens: 48, temperature: 0, logprobs: true, top_logprobs: 3, stream: true,
+    stream_options: { include_usage: true }, speculative: { drafter: 'model', k: 4 },
+  });
+  const streamed = [];
+  let text = '';
+  for await (const c of stream) {
+    for (const ch of c.choices) {
+      text += ch.delta?.content ?? '';
+      if (ch.logprobs?.content) streamed.push(...ch.logprobs.content);
+    }
+  }
+  assert.equal(text, want.text);
+  assert.equal(streamed.length, content.length);
+  for (let i = 0; i < streamed.length; i++) {
+    assert.equal(streamed[i].token, content[i].token);
+    near(streamed[i].logprob, content[i].logprob, `streamed token ${i}`);
+  }
+  // Without logprobs: null.
+  const none = await client.chat.completions.create({ model, messages, max_tokens: 4, temperature: 0 });
+  assert.equal(none.choices[0].logprobs, null);
 });

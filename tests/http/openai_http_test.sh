@@ -57,6 +57,10 @@ body=$("$PYTHON" -c 'import json,sys; print(json.dumps({"prompt": sys.argv[1], "
         "stream": True, "stream_options": {"include_usage": True}}))' "$prompt")
 curl -sS -N -D "$work/sse.headers" "${auth[@]}" -H 'Content-Type: application/json' -H 'X-Request-Id: curl-sse-1' \
   -d "$body" "$BASE/v1/completions" >"$work/sse.txt" || fail "streamed completion"
+body=$("$PYTHON" -c 'import json,sys; print(json.dumps({"prompt": sys.argv[1], "max_tokens": 24, "temperature": 0,
+        "stream": True, "logprobs": 2, "stream_options": {"include_usage": True}}))' "$prompt")
+curl -sS -N "${auth[@]}" -H 'Content-Type: application/json' -d "$body" "$BASE/v1/completions" >"$work/sse_logprobs.txt" \
+  || fail "streamed completion with logprobs"
 curl -sS -D "$work/gen.headers" "${auth[@]}" -H 'Content-Type: application/json' -d '{"prompt": "x = ", "max_tokens": 4}' \
   "$BASE/v1/completions" >"$work/gen.json" || fail "completion without a request id"
 curl -sS -o "$work/badjson.json" -w '%{http_code}' "${auth[@]}" -H 'Content-Type: application/json' -d '{"prompt": ' \
@@ -87,6 +91,23 @@ assert len(finish) == 1 and finish[0]["specserve"]["choices"][0]["rounds"] > 0, 
 text = "".join(c["choices"][0]["text"] for c in chunks if c["choices"])
 want = json.loads(read("grpc_completion.json"))["text"]
 assert want.startswith(text) and text, (text, want)
+# Logprobs in a raw stream: each chunk carries its own tokens' entries, text
+# offsets continue across chunks, and together they spell the text.
+lp_chunks = [json.loads(e[6:]) for e in read("sse_logprobs.txt").split("\n\n")[:-1] if e.startswith("data: {")]
+tokens, offsets, lp_text = [], [], ""
+for c in lp_chunks:
+    for ch in c["choices"]:
+        lp_text += ch["text"]
+        lp = ch["logprobs"]
+        if lp is None:
+            continue
+        assert len(lp["tokens"]) == len(lp["token_logprobs"]) == len(lp["top_logprobs"]) == len(lp["text_offset"]), lp
+        assert all(len(t) in (2, 3) for t in lp["top_logprobs"]), lp["top_logprobs"]
+        tokens += lp["tokens"]
+        offsets += lp["text_offset"]
+assert "".join(tokens) == lp_text == text, (tokens, lp_text, text)
+assert len(tokens) == lp_chunks[-1]["usage"]["completion_tokens"], (len(tokens), lp_chunks[-1])
+assert offsets == [sum(len(t) for t in tokens[:i]) for i in range(len(tokens))], offsets
 # A generated request id: in the header and the body's id.
 gen_id = re.search(r"x-request-id: ([0-9a-f]{32})\r?\n", read("gen.headers").lower())
 assert gen_id and json.loads(read("gen.json"))["id"] == "cmpl-" + gen_id.group(1), read("gen.headers")

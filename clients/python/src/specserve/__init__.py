@@ -7,7 +7,7 @@
         print(result.text, result.stats.acceptance_rate)
 
 Client is synchronous, AsyncClient its asyncio twin; results are plain
-dataclasses (GenerationResult, Stats, Delta, ModelInfo); failed calls raise
+dataclasses (GenerationResult, Stats, Delta, TokenLogprob, ModelInfo); failed calls raise
 SpecserveError subclasses. The gRPC modules (specserve.v1.generation_pb2 and
 _grpc) are generated when the package is built. See clients/python/README.md.
 """
@@ -17,7 +17,7 @@ from specserve.aio import AsyncClient, AsyncGenerationStream
 from specserve.client import Client, GenerationStream
 from specserve.errors import (DeadlineExceededError, FailedPreconditionError, InvalidArgumentError,
                               RequestCancelledError, ResourceExhaustedError, SpecserveError, UnavailableError)
-from specserve.types import Delta, GenerationResult, ModelInfo, Stats
+from specserve.types import Delta, GenerationResult, ModelInfo, Stats, TokenLogprob, TopLogprob
 
 try:
     from importlib.metadata import PackageNotFoundError, version as _version
@@ -29,6 +29,7 @@ except PackageNotFoundError:  # run from a build folder, not installed
 __all__ = [
     "AsyncClient", "AsyncGenerationStream", "Client", "DeadlineExceededError", "Delta",
     "FailedPreconditionError", "GenerationResult", "GenerationStream", "InvalidArgumentError", "ModelInfo",
-    "RequestCancelledError", "ResourceExhaustedError", "SpecserveError", "Stats", "UnavailableError",
+    "RequestCancelledError", "ResourceExhaustedError", "SpecserveError", "Stats", "TokenLogprob", "TopLogprob",
+    "UnavailableError",
     "tls_credentials",
 ]

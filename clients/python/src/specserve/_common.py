@@ -67,8 +67,9 @@ def channel_options(round_robin: bool, server_name: Optional[str]) -> List[Tuple
 def build_request(prompt: Prompt, max_tokens: Optional[int] = None, stop: Iterable[str] = (),
                   temperature: float = 0.0, top_k: int = 0, top_p: float = 0.0, seed: int = 0,
                   drafter: str = "unspecified", k: Optional[int] = None, adaptive_k: bool = False,
-                  stop_token_ids: Iterable[int] = ()) -> Any:
-    """A specserve.v1.GenerateRequest. `prompt` is text or a list of token ids."""
+                  stop_token_ids: Iterable[int] = (), logprobs: bool = False, top_logprobs: int = 0) -> Any:
+    """A specserve.v1.GenerateRequest. `prompt` is text or a list of token ids;
+    `logprobs` asks for each token's logprob and `top_logprobs` (0..20) alternatives."""
     if drafter not in DRAFTERS:
         raise ValueError("drafter %r: want one of %s" % (drafter, ", ".join(sorted(DRAFTERS))))
     if adaptive_k and k is not None:
@@ -83,6 +84,9 @@ def build_request(prompt: Prompt, max_tokens: Optional[int] = None, stop: Iterab
         req.max_tokens = max_tokens
     req.stop.extend(stop)
     req.stop_token_ids.extend(stop_token_ids)
+    if logprobs or top_logprobs:
+        req.logprobs = logprobs
+        req.top_logprobs = top_logprobs
     if adaptive_k:
         req.adaptive_k = True
     elif k is not None:

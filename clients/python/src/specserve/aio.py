@@ -10,7 +10,7 @@ import grpc.aio
 from specserve import _common
 from specserve._common import Prompt
 from specserve.errors import DeadlineExceededError, SpecserveError, from_rpc_error
-from specserve.types import Delta, GenerationResult, ModelInfo, Stats, _Accumulator
+from specserve.types import Delta, GenerationResult, ModelInfo, Stats, _Accumulator, logprobs_of
 
 
 class AsyncGenerationStream(AsyncIterator[Delta]):
@@ -108,12 +108,14 @@ class AsyncClient:
     async def generate(self, prompt: Prompt, *, max_tokens: Optional[int] = None, stop: Iterable[str] = (),
                        temperature: float = 0.0, top_k: int = 0, top_p: float = 0.0, seed: int = 0,
                        drafter: str = "unspecified", k: Optional[int] = None, adaptive_k: bool = False,
-                       stop_token_ids: Iterable[int] = (), timeout: Optional[float] = None,
+                       stop_token_ids: Iterable[int] = (), logprobs: bool = False, top_logprobs: int = 0,
+                       timeout: Optional[float] = None,
                        request_id: Optional[str] = None) -> GenerationResult:
         """As Client.generate."""
         req = _common.build_request(prompt, max_tokens=max_tokens, stop=stop, temperature=temperature,
                                     top_k=top_k, top_p=top_p, seed=seed, drafter=drafter, k=k,
-                                    adaptive_k=adaptive_k, stop_token_ids=stop_token_ids)
+                                    adaptive_k=adaptive_k, stop_token_ids=stop_token_ids,
+                                    logprobs=logprobs, top_logprobs=top_logprobs)
         call = self._stub.GenerateUnary(req, timeout=timeout, metadata=_common.call_metadata(request_id))
         try:
             resp = await call
@@ -121,17 +123,20 @@ class AsyncClient:
         except grpc.RpcError as e:
             raise from_rpc_error(e) from e
         return GenerationResult(text=resp.text, token_ids=list(resp.token_ids), finish_reason=resp.finish_reason,
-                                stats=Stats.from_proto(resp.stats), request_id=_common.request_id_of(metadata))
+                                stats=Stats.from_proto(resp.stats), logprobs=logprobs_of(resp),
+                                request_id=_common.request_id_of(metadata))
 
     def stream(self, prompt: Prompt, *, max_tokens: Optional[int] = None, stop: Iterable[str] = (),
                temperature: float = 0.0, top_k: int = 0, top_p: float = 0.0, seed: int = 0,
                drafter: str = "unspecified", k: Optional[int] = None, adaptive_k: bool = False,
-               stop_token_ids: Iterable[int] = (), timeout: Optional[float] = None,
+               stop_token_ids: Iterable[int] = (), logprobs: bool = False, top_logprobs: int = 0,
+               timeout: Optional[float] = None,
                request_id: Optional[str] = None) -> AsyncGenerationStream:
         """As Client.stream; not a coroutine: `async for d in client.stream(...)`."""
         req = _common.build_request(prompt, max_tokens=max_tokens, stop=stop, temperature=temperature,
                                     top_k=top_k, top_p=top_p, seed=seed, drafter=drafter, k=k,
-                                    adaptive_k=adaptive_k, stop_token_ids=stop_token_ids)
+                                    adaptive_k=adaptive_k, stop_token_ids=stop_token_ids,
+                                    logprobs=logprobs, top_logprobs=top_logprobs)
         return AsyncGenerationStream(self._stub.Generate(req, timeout=timeout,
                                                          metadata=_common.call_metadata(request_id)))
 

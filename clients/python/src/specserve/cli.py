@@ -25,6 +25,8 @@ def _cmd_generate(client: Client, args: argparse.Namespace) -> int:
     kw = dict(max_tokens=args.max_tokens, stop=args.stop or (), temperature=args.temperature, top_k=args.top_k,
               top_p=args.top_p, seed=args.seed, drafter=args.drafter, k=args.k, adaptive_k=args.adaptive_k,
               timeout=args.timeout)
+    if args.logprobs is not None:
+        kw.update(logprobs=True, top_logprobs=args.logprobs)
     result: GenerationResult
     if args.unary:
         result = client.generate(prompt, **kw)  # type: ignore[arg-type]
@@ -39,7 +41,8 @@ def _cmd_generate(client: Client, args: argparse.Namespace) -> int:
         result = stream.get_result()
     if args.json:
         json.dump({"text": result.text, "token_ids": result.token_ids, "finish_reason": result.finish_reason,
-                   "stats": dataclasses.asdict(result.stats), "request_id": result.request_id}, sys.stdout)
+                   "stats": dataclasses.asdict(result.stats), "request_id": result.request_id,
+                   "logprobs": [dataclasses.asdict(t) for t in result.logprobs]}, sys.stdout)
     sys.stdout.write("\n")
     if args.stats:
         s = result.stats
@@ -97,6 +100,8 @@ def parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
     kgroup.add_argument("--k", type=int, help="tokens drafted per round (0..16)")
     kgroup.add_argument("--adaptive-k", action="store_true", help="let the coordinator choose K every round")
     g.add_argument("--unary", action="store_true", help="use GenerateUnary instead of the stream")
+    g.add_argument("--logprobs", type=int, metavar="N",
+                   help="return each token's logprob and N (0..20) alternatives (in --json's \"logprobs\")")
     g.add_argument("--json", action="store_true",
                    help="print one JSON object (text, token_ids, finish_reason, stats, request_id)")
     g.add_argument("--stats", action="store_true", help="print the generation's statistics to stderr")

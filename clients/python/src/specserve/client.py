@@ -8,7 +8,7 @@ import grpc
 from specserve import _common
 from specserve._common import Prompt
 from specserve.errors import DeadlineExceededError, SpecserveError, from_rpc_error
-from specserve.types import Delta, GenerationResult, ModelInfo, Stats, _Accumulator
+from specserve.types import Delta, GenerationResult, ModelInfo, Stats, _Accumulator, logprobs_of
 
 
 class GenerationStream(Iterator[Delta]):
@@ -113,34 +113,41 @@ class Client:
     def generate(self, prompt: Prompt, *, max_tokens: Optional[int] = None, stop: Iterable[str] = (),
                  temperature: float = 0.0, top_k: int = 0, top_p: float = 0.0, seed: int = 0,
                  drafter: str = "unspecified", k: Optional[int] = None, adaptive_k: bool = False,
-                 stop_token_ids: Iterable[int] = (), timeout: Optional[float] = None,
+                 stop_token_ids: Iterable[int] = (), logprobs: bool = False, top_logprobs: int = 0,
+                 timeout: Optional[float] = None,
                  request_id: Optional[str] = None) -> GenerationResult:
         """Generates in one call (GenerateUnary). `prompt`: text, or token ids
         used as given. temperature 0 is greedy; `drafter` is "model", "ngram",
         "none" or "unspecified" (the coordinator's choice); `k` tokens drafted
-        per round (0..16) or `adaptive_k`; `timeout` in seconds."""
+        per round (0..16) or `adaptive_k`; `logprobs`: each token's logprob
+        under the target (result.logprobs) with `top_logprobs` (0..20)
+        alternatives; `timeout` in seconds."""
         req = _common.build_request(prompt, max_tokens=max_tokens, stop=stop, temperature=temperature,
                                     top_k=top_k, top_p=top_p, seed=seed, drafter=drafter, k=k,
-                                    adaptive_k=adaptive_k, stop_token_ids=stop_token_ids)
+                                    adaptive_k=adaptive_k, stop_token_ids=stop_token_ids,
+                                    logprobs=logprobs, top_logprobs=top_logprobs)
         try:
             resp, call = self._stub.GenerateUnary.with_call(req, timeout=timeout,
                                                             metadata=_common.call_metadata(request_id))
         except grpc.RpcError as e:
             raise from_rpc_error(e) from e
         return GenerationResult(text=resp.text, token_ids=list(resp.token_ids), finish_reason=resp.finish_reason,
-                                stats=Stats.from_proto(resp.stats), request_id=_common.request_id_of(call.initial_metadata()))
+                                stats=Stats.from_proto(resp.stats), logprobs=logprobs_of(resp),
+                                request_id=_common.request_id_of(call.initial_metadata()))
 
     def stream(self, prompt: Prompt, *, max_tokens: Optional[int] = None, stop: Iterable[str] = (),
                temperature: float = 0.0, top_k: int = 0, top_p: float = 0.0, seed: int = 0,
                drafter: str = "unspecified", k: Optional[int] = None, adaptive_k: bool = False,
-               stop_token_ids: Iterable[int] = (), timeout: Optional[float] = None,
+               stop_token_ids: Iterable[int] = (), logprobs: bool = False, top_logprobs: int = 0,
+               timeout: Optional[float] = None,
                request_id: Optional[str] = None) -> GenerationStream:
         """Streams the generation (Generate): a GenerationStream of Delta
         objects, each round's committed tokens as soon as they are committed.
         Arguments as for generate()."""
         req = _common.build_request(prompt, max_tokens=max_tokens, stop=stop, temperature=temperature,
                                     top_k=top_k, top_p=top_p, seed=seed, drafter=drafter, k=k,
-                                    adaptive_k=adaptive_k, stop_token_ids=stop_token_ids)
+                                    adaptive_k=adaptive_k, stop_token_ids=stop_token_ids,
+                                    logprobs=logprobs, top_logprobs=top_logprobs)
         return GenerationStream(self._stub.Generate(req, timeout=timeout, metadata=_common.call_metadata(request_id)))
 
     def model_info(self, *, timeout: Optional[float] = 10) -> ModelInfo:

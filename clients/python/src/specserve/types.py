@@ -5,13 +5,45 @@ from typing import Any, List, Optional
 
 
 @dataclass(frozen=True)
+class TopLogprob:
+    """One of the most likely tokens at a position."""
+
+    token_id: int
+    logprob: float
+
+
+@dataclass(frozen=True)
+class TokenLogprob:
+    """A generated token's natural-log probability under the target model
+    (its raw distribution, before temperature, top-k and top-p) and the
+    `top_logprobs` most likely tokens at its position, most likely first."""
+
+    token_id: int
+    logprob: float
+    top_logprobs: List[TopLogprob] = field(default_factory=list)
+
+    @classmethod
+    def from_proto(cls, pb: Any) -> "TokenLogprob":
+        return cls(token_id=pb.token_id, logprob=pb.logprob,
+                   top_logprobs=[TopLogprob(token_id=t.token_id, logprob=t.logprob) for t in pb.top_logprobs])
+
+
+def logprobs_of(pb: Any) -> List[TokenLogprob]:
+    """The TokenLogprob list of a Delta or GenerateUnaryResponse message
+    (empty when not asked for, or from a coordinator without logprobs)."""
+    return [TokenLogprob.from_proto(t) for t in getattr(pb, "logprobs", ())]
+
+
+@dataclass(frozen=True)
 class Delta:
     """Tokens committed by one round. `text` is the newly decoded text that is
     safe to show: an unfinished UTF-8 character or a tail that may start a
-    stop string is held back until resolved, so text can lag token_ids."""
+    stop string is held back until resolved, so text can lag token_ids.
+    `logprobs`: with logprobs=True, one per token id."""
 
     text: str
     token_ids: List[int]
+    logprobs: List[TokenLogprob] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -52,6 +84,7 @@ class GenerationResult:
     finish_reason: str
     stats: Stats
     request_id: Optional[str] = None  # the coordinator's x-request-id for this call
+    logprobs: List[TokenLogprob] = field(default_factory=list)  # with logprobs=True: one per token id
 
 
 @dataclass(frozen=True)
@@ -76,12 +109,14 @@ class _Accumulator:
 
     text: List[str] = field(default_factory=list)
     token_ids: List[int] = field(default_factory=list)
+    logprobs: List[TokenLogprob] = field(default_factory=list)
     result: Optional[GenerationResult] = None
 
     def delta(self, pb: Any) -> Delta:
-        d = Delta(text=pb.text, token_ids=list(pb.token_ids))
+        d = Delta(text=pb.text, token_ids=list(pb.token_ids), logprobs=logprobs_of(pb))
         self.text.append(d.text)
         self.token_ids.extend(d.token_ids)
+        self.logprobs.extend(d.logprobs)
         return d
 
     def final(self, pb: Any, request_id: Optional[str]) -> Optional[Delta]:
@@ -92,5 +127,5 @@ class _Accumulator:
             self.text.append(tail)
         self.result = GenerationResult(text="".join(self.text), token_ids=self.token_ids,
                                        finish_reason=pb.finish_reason, stats=Stats.from_proto(pb.stats),
-                                       request_id=request_id)
+                                       request_id=request_id, logprobs=self.logprobs)
         return Delta(text=tail, token_ids=[]) if tail else None
