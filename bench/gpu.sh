@@ -119,7 +119,8 @@ print("== services: target %s, draft %s, both on GPU 0, verification on %s" % (s
 print("%-5s %-8s %10s" % ("T", "drafter", "tokens/s"))
 for r in rows:
     print("%-5s %-8s %10.1f" % (r.get("temperature"), r.get("drafter"), r.get("throughput_tokens_per_s", 0)))
-print("verify kernel per round: %.3f ms (%d rounds)" % (1e3 * vs / max(vn, 1), vn))
+vb = metric(t, "specserve_verify_bytes_to_host_total")
+print("verify kernel per round: %.3f ms, %.0f bytes back (%d rounds)" % (1e3 * vs / max(vn, 1), vb / max(vn, 1), vn))
 print("round split (ms/round): " + ", ".join("%s %.2f" % (p, 1e3 * s / max(n, 1)) for p, (s, n) in phase.items()))
 PY
 }

@@ -39,6 +39,7 @@ void RunForwardVerify(Backend& backend, const std::vector<ForwardSeq>& passes,
   VerifyBatchOutput v;
   absl::Status s = backend.ForwardVerify(passes, verify, &v);
   double verify_seconds = v.verify_seconds;
+  int64_t bytes = v.bytes_to_host;
   if (s.ok()) {
     out->logits = std::move(v.logits);
     out->first_row = std::move(v.first_row);
@@ -53,10 +54,12 @@ void RunForwardVerify(Backend& backend, const std::vector<ForwardSeq>& passes,
     }
     out->logits.assign(rows * vocab, 0.0f);
     verify_seconds = 0;
+    bytes = 0;
     for (size_t i = 0; i < n; ++i) {
       out->status[i] = backend.ForwardVerify({passes[i]}, {verify[i]}, &v);
       if (!out->status[i].ok()) continue;
       verify_seconds += v.verify_seconds;
+      bytes += v.bytes_to_host;
       if (verify[i] != nullptr) {
         out->results[i] = v.results[0];
       } else {
@@ -67,6 +70,7 @@ void RunForwardVerify(Backend& backend, const std::vector<ForwardSeq>& passes,
   }
   metrics.VerifiedOn(backend.verify_location());
   metrics.verify_seconds.Observe(verify_seconds);
+  metrics.verify_bytes_to_host.Increment(static_cast<double>(bytes));
 }
 
 }  // namespace

@@ -93,6 +93,12 @@ ServiceMetrics::ServiceMetrics(prometheus::Registry& r, const std::string& role)
                          .Add({}, prometheus::Histogram::BucketBoundaries{0.00001, 0.000025, 0.00005, 0.0001,
                                                                           0.00025, 0.0005, 0.001, 0.0025, 0.005,
                                                                           0.01, 0.025, 0.05, 0.1})),
+      verify_bytes_to_host(prometheus::BuildCounter()
+                               .Name("specserve_verify_bytes_to_host_total")
+                               .Help("Bytes the verify steps copied from the device to the host (0 on the CPU)")
+                               .Labels(Role(role))
+                               .Register(r)
+                               .Add({})),
       sessions_(prometheus::BuildCounter()
                     .Name("specserve_sessions_total")
                     .Help("Sessions by how they ended")

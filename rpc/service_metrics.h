@@ -38,6 +38,9 @@ struct ServiceMetrics {
   // round (specserve_verify_duration_seconds; on CUDA the kernels' device
   // time) and where it ran (specserve_verify_location{location} = 1).
   prometheus::Histogram& verify_seconds;
+  // specserve_verify_bytes_to_host_total: device -> host bytes of the verify
+  // steps (0 on the CPU; O(K) per session and round on CUDA).
+  prometheus::Counter& verify_bytes_to_host;
   void VerifiedOn(const std::string& location);
 
   // specserve_sessions_total{status}: how sessions ended. status is a

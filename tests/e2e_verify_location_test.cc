@@ -48,6 +48,7 @@ TEST(VerifyLocation, TheCpuTargetSaysCpuAndTimesEachRound) {
   const std::string m = Scrape(c.target_metrics);
   EXPECT_EQ(Metric(m, "specserve_verify_location", {"location=\"cpu\""}), 1) << m;
   EXPECT_GE(Metric(m, "specserve_verify_duration_seconds_count"), 1);
+  EXPECT_EQ(Metric(m, "specserve_verify_bytes_to_host_total"), 0);  // the logits never were on a device
 }
 
 TEST(VerifyLocation, CudaServicesVerifyOnTheDeviceExactly) {
@@ -67,6 +68,12 @@ TEST(VerifyLocation, CudaServicesVerifyOnTheDeviceExactly) {
     }
     const std::string m = Scrape(c.target_metrics);
     EXPECT_EQ(Metric(m, "specserve_verify_location", {"location=\"cuda\""}), 1) << m;
+    // O(K) per round: accepted, next token and K <= 16 flags, never the
+    // [K + 1, vocab] logits rows.
+    const double rounds = Metric(m, "specserve_verify_duration_seconds_count");
+    const double bytes = Metric(m, "specserve_verify_bytes_to_host_total");
+    EXPECT_GT(bytes, 0);
+    EXPECT_LE(bytes, rounds * (8 + 16)) << bytes << " bytes in " << rounds << " rounds";
   }
   setenv("SPECSERVE_CUDA_VERIFY", "host", 1);
   Cluster host(OnCuda());
