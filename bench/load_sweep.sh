@@ -6,6 +6,7 @@
 #
 #   bash bench/load_sweep.sh [--pair bundled|realistic] [--concurrency 1,2,4,8,16,32]
 #                            [--duration S] [--max-tokens N] [--json FILE] [--plot FILE.png]
+#                            [--prompts FILE.jsonl] [--limit N]
 #
 # bundled: code-target-7m with code-draft-1m (models/). realistic: the
 # inflated ~1B Q8_0 target and ~100M draft that bench/realistic.sh builds
@@ -16,7 +17,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=${SPECSERVE_BIN:-$root/build/bin}
-pair=bundled concurrency=1,2,4,8,16,32 duration=10 max_tokens=64 json="" plot=""
+pair=bundled concurrency=1,2,4,8,16,32 duration=10 max_tokens=64 json="" plot="" prompts="" limit=8
 while [ $# -gt 0 ]; do
   case $1 in
     --pair) pair=$2; shift 2 ;;
@@ -25,6 +26,8 @@ while [ $# -gt 0 ]; do
     --max-tokens) max_tokens=$2; shift 2 ;;
     --json) json=$2; shift 2 ;;
     --plot) plot=$2; shift 2 ;;
+    --prompts) prompts=$2; shift 2 ;;
+    --limit) limit=$2; shift 2 ;;
     *) echo "load_sweep.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -38,8 +41,10 @@ esac
 for f in "$target" "$draft"; do
   [ -f "$f" ] || { echo "load_sweep.sh: missing $f (bench/realistic.sh builds the realistic pair)" >&2; exit 1; }
 done
-prompts=$root/../shared/eval/code_prompts.jsonl
-[ -f "$prompts" ] || prompts=$root/bench/prompts.jsonl
+if [ -z "$prompts" ]; then
+  prompts=$root/../shared/eval/code_prompts.jsonl
+  [ -f "$prompts" ] || prompts=$root/bench/prompts.jsonl
+fi
 work=$(mktemp -d)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
@@ -60,11 +65,17 @@ for _ in $(seq 600); do
   sleep 0.5
 done
 sleep 2  # the coordinator reaches the draft service shortly after it serves
+# Warm-up: every prompt once through both services (one token each), so the
+# rows measure decoding with the prompts' prefixes cached (--prefix-cache),
+# not the first row alone paying every cold prefill.
+"$bin/specserve" serve-bench --coordinator 127.0.0.1:$cp --target-model "$target" --draft-model "$draft" \
+  --prompts "$prompts" --limit "$limit" --max-tokens 1 --temperatures 0 --k 4 --concurrency "$limit" \
+  --duration 1 >/dev/null 2>&1 || true
 [ -n "$plot" ] && [ -z "$json" ] && json=$work/rows.json
 json_args=()
 [ -n "$json" ] && json_args=(--json "$json")
 "$bin/specserve" serve-bench --coordinator 127.0.0.1:$cp --target-model "$target" --draft-model "$draft" \
-  --prompts "$prompts" --limit 8 --max-tokens "$max_tokens" --temperatures 0 --k adaptive \
+  --prompts "$prompts" --limit "$limit" --max-tokens "$max_tokens" --temperatures 0 --k adaptive \
   --concurrency "$concurrency" --duration "$duration" "${json_args[@]}"
 if [ -n "$plot" ]; then
   python3 "$root/bench/plot_load.py" "$json" "$plot" --title "serve-bench, $pair pair, adaptive K vs plain"

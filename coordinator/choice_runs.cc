@@ -39,7 +39,7 @@ absl::StatusOr<std::shared_ptr<ChoiceRuns>> ChoiceRuns::Start(GenerationService*
         return !shared->cancels[i]->cancelled();
       };
       absl::StatusOr<v1::Final> final = RunGeneration(req, svc->options(), rc);
-      svc->CountRequest(rpc::ToGrpc(final.status()));
+      svc->EndRequest(rpc::ToGrpc(final.status()));  // the slot is free before the client hears the end
       ChoiceEvent ev;
       ev.index = i;
       if (final.ok()) {

@@ -80,7 +80,7 @@ class GenerateCall final : public grpc::ServerWriteReactor<Resp>, public rpc::St
         *r.mutable_final() = std::move(*final);
         handle->Send(std::move(r));
       }
-      svc->CountRequest(st);
+      svc->EndRequest(st);  // the slot is free before the client hears the end
       handle->Finish(st);
     });
   }
@@ -133,7 +133,7 @@ class UnaryCall final : public grpc::ServerUnaryReactor {
         resp->set_finish_reason(final->finish_reason());
         *resp->mutable_stats() = final->stats();
       }
-      svc->CountRequest(st);
+      svc->EndRequest(st);  // the slot is free before the client hears the end
       Finish(st);
     });
   }
@@ -195,11 +195,11 @@ void GenerationService::Release() {
   if (--active_ == 0) idle_.notify_all();
 }
 
-void GenerationService::Spawn(std::function<void()> work) {
-  std::thread([this, work = std::move(work)] {
-    work();
-    Release();
-  }).detach();
+void GenerationService::Spawn(std::function<void()> work) { std::thread(std::move(work)).detach(); }
+
+void GenerationService::EndRequest(const grpc::Status& s) {
+  CountRequest(s);
+  Release();
 }
 
 RequestContext GenerationService::Context(CancelGroup* cancel, std::chrono::system_clock::time_point deadline,

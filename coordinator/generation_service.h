@@ -45,8 +45,12 @@ class GenerationService final : public v1::Generation::CallbackService {
   grpc::Status Admit();
   // Gives back a slot Admit took for work that will not be spawned.
   void Release();
-  // Runs the request on a new thread, then frees its slot.
+  // Runs the request on a new thread; the work ends with EndRequest.
   void Spawn(std::function<void()> work);
+  // Counts the request's outcome and frees its slot. Called once by the
+  // spawned work before it answers the client, so that a client which
+  // retries as soon as it hears the end finds the slot free.
+  void EndRequest(const grpc::Status& s);
   void CountRequest(const grpc::Status& s);
   // A request's context (on_delta left to the call).
   RequestContext Context(CancelGroup* cancel, std::chrono::system_clock::time_point deadline,

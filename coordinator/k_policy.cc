@@ -11,6 +11,7 @@ constexpr double kDecay = 0.95;  // ~20-round memory: follows a prompt's changin
 double KPolicy::acceptance_estimate() const { return acc_ / (acc_ + rej_); }
 
 void KPolicy::Observe(int32_t k, int32_t accepted, double draft_seconds, double verify_seconds) {
+  if (!script_.empty()) ++script_round_;
   if (!adaptive_ || k <= 0) return;
   acc_ = acc_ * kDecay + accepted;
   rej_ = rej_ * kDecay + (accepted < k ? 1 : 0);
@@ -37,14 +38,34 @@ double KPolicy::VerifyCost(int32_t n) const {
   return std::max(1e-9, my + slope * (n - mx));
 }
 
+void KPolicy::ObserveTarget(const TargetLoad& load, double network_seconds) {
+  if (!adaptive_ || !load.known) return;
+  const bool first = !load_.known;
+  load_ = load;
+  network_s_ += (first ? 1.0 : 1.0 - kDecay) * (std::max(0.0, network_seconds) - network_s_);
+}
+
 int32_t KPolicy::Next() const {
+  if (!script_.empty()) return script_[script_round_ % script_.size()];
   if (!adaptive_ || rounds_ == 0) return k_;
   const double a = std::clamp(acceptance_estimate(), 0.01, 0.995);
-  int32_t best = kMin;
+  // With the target's report, K = 0 competes and a token's verify cost is
+  // what it costs the whole batch; without it, the fitted own-pass line.
+  const int32_t k_min = load_.known ? 0 : kMin;
+  const double batch = std::max(1.0, load_.sessions_per_pass);
+  const double sessions = std::max(1.0, load_.active_sessions);
+  auto round_seconds = [&](int32_t k) {
+    if (!load_.known) return VerifyCost(k + 1) + k * draft_step_s_;
+    const double f = load_.fixed_seconds, m = load_.seconds_per_token;
+    const double latency = network_s_ + f + m * batch * (k + 1) + k * draft_step_s_;
+    const double throughput = sessions * (f / batch + m * (k + 1));
+    return std::max(latency, throughput);
+  };
+  int32_t best = k_min;
   double best_rate = -1;
-  for (int32_t k = kMin; k <= kMax; ++k) {
+  for (int32_t k = k_min; k <= kMax; ++k) {
     const double expected = (1 - std::pow(a, k + 1)) / (1 - a);
-    const double rate = expected / (VerifyCost(k + 1) + k * draft_step_s_);
+    const double rate = expected / std::max(1e-9, round_seconds(k));
     if (rate > best_rate * (1 + 1e-9)) {
       best_rate = rate;
       best = k;

@@ -8,9 +8,24 @@
 // draft time per step, and verify time fitted as v0 + v1 * (K + 1) by a
 // decayed least-squares line over the rounds seen. Adaptive K picks, every
 // round, the K in [kMin, kMax] maximising E(K) / cost(K).
+//
+// Under load (docs/round_protocol.md "K under load"): a remote target reports
+// its measured pass cost, fixed + per_token * tokens, the sessions B in its
+// batched passes and the N sessions open on it. Assuming every session drafts
+// the same K, a round then lasts at least
+//   latency(K)    = network + fixed + per_token * B * (K + 1) + K * draft_step
+//                   (this session's own chain; its pass holds B sessions), and
+//   throughput(K) = N * (fixed / B + per_token * (K + 1))
+//                   (the target's work for one round of all N sessions),
+// and K maximises E(K) / max(latency, throughput), K = 0 (plain decoding)
+// included. With one session that is the latency chain, as without a report;
+// once the target is saturated and compute-bound, every drafted token costs
+// a token's worth of target work, E(K) / (K + 1) < 1 loses to K = 0, and K
+// falls to 0; when the load falls it rises again.
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "spec/round.h"
 
@@ -20,6 +35,13 @@ class KPolicy {
  public:
   static KPolicy Fixed(int32_t k) { return KPolicy(k, false); }
   static KPolicy Adaptive(int32_t initial = 4) { return KPolicy(initial, true); }
+  // K from `ks` in turn, one per round, cycling (tests and benchmarks: a
+  // request that moves between plain and speculative rounds on cue).
+  static KPolicy Scripted(std::vector<int32_t> ks) {
+    KPolicy p(ks.empty() ? 0 : ks[0], false);
+    p.script_ = std::move(ks);
+    return p;
+  }
 
   bool adaptive() const { return adaptive_; }
   int32_t Next() const;
@@ -29,6 +51,11 @@ class KPolicy {
   double acceptance_estimate() const;
   // Predicted verify seconds for a pass over n tokens (0 before any round).
   double VerifyCost(int32_t n) const;
+  // The target's load with a round's verdict, and the seconds that round's
+  // verify call spent outside the target service (network, this process);
+  // ignored when not known (in-process targets).
+  void ObserveTarget(const TargetLoad& load, double network_seconds);
+  bool load_aware() const { return load_.known; }
 
   static constexpr int32_t kMin = 1;
   static constexpr int32_t kMax = kMaxRoundK;
@@ -37,6 +64,8 @@ class KPolicy {
   KPolicy(int32_t k, bool adaptive) : k_(k), adaptive_(adaptive) {}
   int32_t k_;
   bool adaptive_;
+  std::vector<int32_t> script_;  // Scripted: K per round, cycling
+  size_t script_round_ = 0;
   // Exponentially decayed counts: accepted tokens and first rejections (the
   // censored-geometric estimate of a is accepted / (accepted + rejections)).
   double acc_ = 3.0, rej_ = 1.0;
@@ -44,6 +73,8 @@ class KPolicy {
   // Decayed sums for the verify-cost line y = v0 + v1 x, x = tokens in the pass.
   double sw_ = 0, sx_ = 0, sy_ = 0, sxx_ = 0, sxy_ = 0;
   int64_t rounds_ = 0;
+  TargetLoad load_;           // the latest report
+  double network_s_ = 0;      // decayed mean seconds of a verify call outside the target
 };
 
 }  // namespace specserve

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <utility>
 
 #include "common/status_macros.h"
 #include "coordinator/async_worker.h"
@@ -34,6 +35,7 @@ class Loop {
       ASSIGN_OR_RETURN(RoundResult verdict, Verify(proposal, rec));
       st_.Add(rec);
       opts_.k.Observe(rec.drafted, rec.accepted, rec.draft_wall, rec.verify_wall);
+      opts_.k.ObserveTarget(verdict.target_load, rec.verify_wall - rec.verify_seconds);
       if (opts_.on_round) opts_.on_round(rec);
       if (!Emit(proposal, verdict)) {
         st_.finish_reason = "stop";
@@ -72,8 +74,11 @@ class Loop {
   // Called even with k = 0 so the drafter hears every verdict in order. A
   // failed drafter is replaced and the replacement proposes this round.
   Proposal Propose(RoundRecord& rec) {
+    // The remote drafter failed while hearing the previous verdict (below).
+    if (!deferred_.ok()) FallBack(std::exchange(deferred_, absl::OkStatus()), /*at_open=*/false);
     // A round commits at most k + 1 tokens; drafting past the budget is waste.
     rec.k = drafter_ ? static_cast<int32_t>(std::min<int64_t>(opts_.k.Next(), remaining() - 1)) : 0;
+    if (rec.k == 0 && drafter_ && drafter_->remote() && ahead_) return HearVerdictAside(rec);
     Proposal proposal;
     proposed_ = false;
     double compute = 0;
@@ -101,6 +106,20 @@ class Loop {
       ahead_->Start([d, next_k] { d->PrepareAhead(next_k); });
     }
     return proposal;
+  }
+
+  // K = 0 (plain decoding, adaptive K under load): the remote drafter only
+  // has to hear the last verdict, so it does while the target verifies,
+  // instead of adding a round trip before every token. A failure replaces it
+  // at the next round, from the committed sequence.
+  Proposal HearVerdictAside(RoundRecord& rec) {
+    Drafter* d = drafter_;
+    const int64_t r = draft_round_++;
+    const std::optional<RoundResult> last = last_;
+    ahead_->Start([this, d, r, last] { deferred_ = d->Propose(r, last, 0).status(); });
+    proposed_ = true;
+    rec.drafter = DrafterName(d->kind());
+    return Proposal{};
   }
 
   absl::StatusOr<RoundResult> Verify(const Proposal& proposal, RoundRecord& rec) {
@@ -153,6 +172,7 @@ class Loop {
   int64_t draft_round_ = 0;         // the drafter's round
   std::optional<RoundResult> last_; // the verdict the drafter hears next
   bool proposed_ = false;           // this round has a proposal
+  absl::Status deferred_;           // a verdict heard aside failed (set by ahead_'s task)
   LoopStats st_;
 };
 

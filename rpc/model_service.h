@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "common/status_macros.h"
+#include "rpc/pass_cost.h"
 #include "rpc/session_service.h"
 #include "specserve/v1/internal.grpc.pb.h"
 
@@ -68,6 +69,9 @@ class ModelService : public Service::CallbackService, public SessionService<Req,
   void SetTls(const TlsConfig& tls) { tls_ = tls; }
 
  protected:
+  // This service's measured pass cost and load (scheduler thread).
+  TargetLoad PassCost() const { return pass_cost_.Estimate(); }
+
   // Opens the role session on SPEC; its prompt's prefill becomes a pending
   // pass, or, for a one-token prompt (nothing to cache), `opened` is answered
   // at once.
@@ -125,6 +129,7 @@ class ModelService : public Service::CallbackService, public SessionService<Req,
       verify_.push_back(st.pass == State::Pass::kRole ? PassVerify(e) : nullptr);
     }
     RunBatch(this->backend(), passes_, verify_, this->metrics(), &out_);
+    ObservePassCost();
     const int64_t vocab = this->backend().config().vocab;
     for (size_t i = 0; i < passes_.size(); ++i) {
       Entry& e = this->sessions_.at(pass_ids_[i]);
@@ -151,6 +156,16 @@ class ModelService : public Service::CallbackService, public SessionService<Req,
     e.handle->Send(std::move(r));
   }
 
+  // Feeds a fully successful batch to the pass-cost model.
+  void ObservePassCost() {
+    int64_t tokens = 0;
+    for (size_t i = 0; i < passes_.size(); ++i) {
+      if (!out_.status[i].ok()) return;
+      tokens += static_cast<int64_t>(passes_[i].tokens.size());
+    }
+    pass_cost_.Observe(tokens, static_cast<int64_t>(passes_.size()), out_.seconds);
+  }
+
   static bool IsClose(const Req& r) { return r.has_close(); }
 
   // This iteration's batch: pass_ids_[i] owns passes_[i]; and its output.
@@ -158,6 +173,7 @@ class ModelService : public Service::CallbackService, public SessionService<Req,
   std::vector<uint64_t> pass_ids_;
   std::vector<const VerifyInput*> verify_;  // [passes]: PassVerify's block or nullptr
   BatchOutput out_;
+  PassCostModel pass_cost_;
   v1::ModelInfo info_;
   TlsConfig tls_;
 };

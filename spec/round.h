@@ -57,6 +57,20 @@ struct Proposal {
   bool looked_up = false;        // prompt lookup in the draft session, not the draft model
 };
 
+// The target service's load and pass cost when it verified a round
+// (rpc/pass_cost.h): a batched pass over T tokens costs about
+// fixed_seconds + seconds_per_token * T, and recent passes held
+// sessions_per_pass sessions and tokens_per_pass tokens on average;
+// active_sessions are open on it now.
+struct TargetLoad {
+  bool known = false;             // false: in process, or an older target
+  double fixed_seconds = 0;
+  double seconds_per_token = 0;
+  double sessions_per_pass = 0;
+  double tokens_per_pass = 0;
+  double active_sessions = 0;
+};
+
 // A verified round: d1..d_accepted are committed, then next_token.
 struct RoundResult {
   int64_t round = 0;
@@ -65,6 +79,7 @@ struct RoundResult {
   double compute_seconds = 0;    // spent in the target's pass and verification
   // With SessionSpec::logprobs: [accepted + 1], d1..dn then next_token; else empty.
   std::vector<TokenLogprob> logprobs;
+  TargetLoad target_load;        // the verifying service's load (remote targets)
 };
 
 // INVALID_ARGUMENT naming what is wrong: empty prompt, ids outside the

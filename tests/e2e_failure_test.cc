@@ -116,6 +116,18 @@ TEST(E2eFailureTest, SessionAndKvLimitsGiveResourceExhausted) {
   EXPECT_TRUE(held.status.ok()) << held.status.error_message();
 }
 
+TEST(E2eFailureTest, AClientRetryingAtOnceFindsTheSlotFree) {
+  // One request at a time: each request's slot must be free by the time its
+  // client hears the end, or a client that sends the next one at once is
+  // refused (the slot used to be freed after the final status was sent).
+  Cluster c(Options(true, {}, {"--max-sessions", "1"}));
+  ASSERT_TRUE(c.ready) << c.Logs();
+  for (int i = 0; i < 40; ++i) {
+    e2e::StreamResult r = e2e::Generate(*c.stub, Request(2));
+    ASSERT_TRUE(r.status.ok()) << "request " << i << ": " << r.status.error_message();
+  }
+}
+
 TEST(E2eFailureTest, DraftDeathMidRequestFallsBackWithIdenticalOutput) {
   Cluster c;
   ASSERT_TRUE(c.ready) << c.Logs();

@@ -176,5 +176,75 @@ TEST(KPolicyAdaptive, DeterministicForTheSameObservations) {
   }
 }
 
+// Load-aware K (docs/round_protocol.md "K under load"): rounds with a target
+// report of `sessions` sessions per pass costing fixed + per_token * tokens.
+void FeedLoaded(KPolicy& p, int rounds, int32_t k, double accept_rate, double fixed, double per_token,
+                double sessions, double step) {
+  for (int i = 0; i < rounds; ++i) {
+    const int32_t accepted = static_cast<int32_t>(accept_rate * k + 0.5);
+    const double tokens = sessions * (k + 1);
+    const double verify = fixed + per_token * tokens + 0.0005;  // + 0.5 ms round trip
+    p.Observe(k, accepted, step * k, verify);
+    p.ObserveTarget(TargetLoad{true, fixed, per_token, sessions, tokens, sessions}, 0.0005);
+  }
+}
+
+TEST(KPolicyLoadAware, WeightBoundTargetKeepsALargeK) {
+  // A pass costs 20 ms whatever its size (GPU-like): drafting is nearly free.
+  KPolicy p = KPolicy::Adaptive(4);
+  FeedLoaded(p, 50, 4, 0.8, 0.020, 1e-5, 16, 1e-3);
+  EXPECT_TRUE(p.load_aware());
+  EXPECT_GE(p.Next(), 6);
+}
+
+TEST(KPolicyLoadAware, ComputeBoundBatchFallsToPlainDecoding) {
+  // 32 sessions per pass, the pass's cost all per token: every drafted token
+  // delays 32 sessions, and E(K) / (K + 1) < 1 loses to K = 0.
+  KPolicy p = KPolicy::Adaptive(4);
+  FeedLoaded(p, 50, 4, 0.7, 0.0005, 0.002, 32, 1e-4);
+  EXPECT_EQ(p.Next(), 0);
+}
+
+TEST(KPolicyLoadAware, SaturatedTargetAlternatingTwoBatchesFallsToPlain) {
+  // Figures the bundled target reported under 16 clients on 2 cores: 16
+  // sessions open, ~9 per pass, 2.3 ms + 0.36 ms per token.
+  // Each session's own pass is short, but the target is busy all the time:
+  // a round of all 16 costs 16 * (0.26 + 0.36 (K + 1)) ms.
+  KPolicy p = KPolicy::Adaptive(4);
+  for (int i = 0; i < 50; ++i) {
+    p.Observe(2, i % 2 == 0 ? 2 : 0, 0.001, 0.012);  // acceptance ~0.67
+    p.ObserveTarget(TargetLoad{true, 0.0023, 0.00036, 9, 20, 16}, 0.0008);
+  }
+  EXPECT_LE(p.Next(), 1);
+  // The same pass costs with one session open: the latency chain decides.
+  for (int i = 0; i < 5; ++i) p.ObserveTarget(TargetLoad{true, 0.0023, 0.00036, 1, 3, 1}, 0.0008);
+  EXPECT_GE(p.Next(), 2);
+}
+
+TEST(KPolicyLoadAware, RisesAgainWhenTheLoadFalls) {
+  KPolicy p = KPolicy::Adaptive(4);
+  FeedLoaded(p, 50, 4, 0.8, 0.0005, 0.002, 32, 1e-4);
+  ASSERT_EQ(p.Next(), 0);
+  // Plain rounds (K = 0) while loaded; then the batch shrinks to one session
+  // whose pass is dominated by reading weights.
+  FeedLoaded(p, 20, 0, 0.0, 0.0005, 0.002, 32, 1e-4);
+  FeedLoaded(p, 5, 0, 0.0, 0.010, 0.0002, 1, 1e-4);
+  EXPECT_GE(p.Next(), 3);
+}
+
+TEST(KPolicyLoadAware, WithoutAReportKNeverFallsBelowOne) {
+  KPolicy p = KPolicy::Adaptive(4);
+  p.ObserveTarget(TargetLoad{}, 0.01);  // unknown: ignored
+  EXPECT_FALSE(p.load_aware());
+  for (int i = 0; i < 100; ++i) p.Observe(4, 0, 0.01, 0.05);
+  EXPECT_EQ(p.Next(), KPolicy::kMin);
+}
+
+TEST(KPolicyLoadAware, FixedKIgnoresTheReport) {
+  KPolicy p = KPolicy::Fixed(3);
+  FeedLoaded(p, 50, 3, 0.1, 0.0005, 0.002, 32, 1e-4);
+  EXPECT_EQ(p.Next(), 3);
+}
+
 }  // namespace
 }  // namespace specserve

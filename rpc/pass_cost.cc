@@ -1,0 +1,42 @@
+#include "rpc/pass_cost.h"
+
+#include <algorithm>
+
+namespace specserve::rpc {
+namespace {
+// ~50 passes of memory: follows a change of load within a second or two of
+// decoding, yet spans enough pass shapes (prefills, verify blocks of several
+// K, batches of several sizes) to separate the fixed and per-token costs.
+constexpr double kDecay = 0.98;
+}  // namespace
+
+void PassCostModel::Observe(int64_t tokens, int64_t sessions, double seconds) {
+  if (tokens <= 0 || sessions <= 0 || !(seconds >= 0)) return;
+  const double x = static_cast<double>(tokens);
+  sw_ = sw_ * kDecay + 1;
+  sx_ = sx_ * kDecay + x;
+  sy_ = sy_ * kDecay + seconds;
+  sxx_ = sxx_ * kDecay + x * x;
+  sxy_ = sxy_ * kDecay + x * seconds;
+  ss_ = ss_ * kDecay + static_cast<double>(sessions);
+}
+
+TargetLoad PassCostModel::Estimate() const {
+  TargetLoad load;
+  if (sw_ == 0) return load;
+  load.known = true;
+  const double mx = sx_ / sw_, my = sy_ / sw_;
+  const double var = sxx_ / sw_ - mx * mx;
+  // With one pass shape only, the split between fixed and per-token cost is
+  // unknown: charge it all per token (the compute-bound reading), which
+  // errs toward smaller K until other shapes are seen.
+  double slope = var > 1e-6 * mx * mx ? (sxy_ / sw_ - mx * my) / var : my / mx;
+  slope = std::clamp(slope, 0.0, my / mx);
+  load.seconds_per_token = slope;
+  load.fixed_seconds = std::max(0.0, my - slope * mx);
+  load.sessions_per_pass = ss_ / sw_;
+  load.tokens_per_pass = mx;
+  return load;
+}
+
+}  // namespace specserve::rpc
