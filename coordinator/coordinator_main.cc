@@ -74,6 +74,7 @@ absl::StatusOr<Flags> ReadFlags(const CliArgs& a) {
   ASSIGN_OR_RETURN(f.upstreams.connect_timeout_seconds, a.Double("connect-timeout", 0, 3600));
   ASSIGN_OR_RETURN(int64_t draft_timeout_ms, a.Int("draft-timeout-ms", 0, 3600 * 1000));
   f.coordinator.draft_timeout = std::chrono::milliseconds(draft_timeout_ms);
+  ASSIGN_OR_RETURN(f.coordinator.draft_open_ms_per_token, a.Double("draft-open-ms-per-token", 0, 60000));
   ASSIGN_OR_RETURN(double verify_timeout_s, a.Double("verify-timeout-s", 0, 24 * 3600));
   f.coordinator.verify_timeout = std::chrono::milliseconds(static_cast<int64_t>(verify_timeout_s * 1000));
   ASSIGN_OR_RETURN(f.coordinator.max_prompt_bytes, a.Int("max-prompt-bytes", 1, int64_t{1} << 32));
@@ -123,6 +124,9 @@ int Main(int argc, char** argv) {
   args.Flag("max-prompt-bytes", std::to_string(1 << 20), "longest prompt text accepted, in bytes (checked before tokenizing)");
   args.Flag("draft-timeout-ms", "2000",
             "a draft call slower than this is a draft failure: the request goes on with n-gram drafting (0: wait)");
+  args.Flag("draft-open-ms-per-token", "20",
+            "the first draft call waits for the draft's prefill: it may take --draft-timeout-ms plus this per "
+            "prompt token");
   args.Flag("draft-lookup", "2",
             "greedy requests: the draft service proposes a prompt-lookup continuation, with no draft pass, when "
             "the last N+ tokens occurred before in the context (0: off)");

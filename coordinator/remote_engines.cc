@@ -46,6 +46,8 @@ absl::Status SyncSession<Req, Resp>::Open(StartFn start, const Req& open) {
   healthy_ = true;
   if (!stream_->Write(open)) return Broken("open");
   awaiting_opened_ = true;
+  open_allowance_ = std::chrono::milliseconds(
+      static_cast<int64_t>(opts_.open_ms_per_token * static_cast<double>(open.open().prompt_size())));
   return absl::OkStatus();
 }
 
@@ -72,14 +74,16 @@ absl::StatusOr<Resp> SyncSession<Req, Resp>::Call(const Req& req) {
     }
   } limit;
   if (opts_.call_timeout.count() > 0) {
-    limit.when = std::chrono::steady_clock::now() + opts_.call_timeout;
+    limit.when = std::chrono::steady_clock::now() + opts_.call_timeout +
+                 (awaiting_opened_ ? open_allowance_ : std::chrono::milliseconds(0));
     limit.ticket = CallWatchdog::Get().Arm(ctx_.get(), limit.when);
   }
   // A call the watchdog cut is a slow service, not a cancelled request.
   auto broken = [&](const char* what) {
     absl::Status s = Broken(what);
     if (std::chrono::steady_clock::now() < limit.when || opts_.cancel->cancelled()) return s;
-    return absl::DeadlineExceededError(absl::StrCat(what, ": no answer within ", opts_.call_timeout.count(), " ms"));
+    return absl::DeadlineExceededError(absl::StrCat(what, ": no answer within the draft's time limit (",
+                                                    opts_.call_timeout.count(), " ms, --draft-timeout-ms)"));
   };
   if (!stream_->Write(req)) return broken("write");
   Resp resp;

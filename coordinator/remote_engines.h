@@ -49,6 +49,11 @@ struct RemoteOptions {
   // Longest one call may take before its stream is cancelled (0: no limit).
   // The drafter uses it: a slow draft is a failed draft (coordinator/call_watchdog.h).
   std::chrono::milliseconds call_timeout{0};
+  // The first call also waits for the service's prefill of the prompt: it
+  // gets call_timeout plus this many ms per prompt token (a long prompt on a
+  // slow draft is not a stalled draft; a stopped one still fails on a short
+  // prompt after about call_timeout).
+  double open_ms_per_token = 0;
   // Sent as metadata with the stream (x-request-id, traceparent).
   std::vector<std::pair<std::string, std::string>> metadata{};
 };
@@ -81,6 +86,7 @@ class SyncSession {
   std::unique_ptr<grpc::ClientReaderWriterInterface<Req, Resp>> stream_;
   bool awaiting_opened_ = false;
   bool healthy_ = false;
+  std::chrono::milliseconds open_allowance_{0};  // opts_.open_ms_per_token x this prompt's tokens
 };
 
 class RemoteVerifier final : public Verifier {

@@ -25,6 +25,9 @@ struct CoordinatorOptions {
   int max_stop_token_ids = 16;
   // A draft call slower than this counts as a draft failure (0: no limit).
   std::chrono::milliseconds draft_timeout{2000};
+  // ... plus this per prompt token for the first draft call, which waits for
+  // the draft's prefill of the prompt.
+  double draft_open_ms_per_token = 20;
   // Draft service: draft the next block while the target verifies (docs/round_protocol.md).
   bool overlap = true;
   // DraftRule::lookup_min_ngram of every session (greedy drafts only; 0: off).

@@ -51,6 +51,7 @@ class GenerationRun {
     if (!rc_.trace.trace_id.empty()) remote.metadata.emplace_back(kTraceparentHeader, rc_.trace.Header());
     RemoteOptions remote_draft = remote;
     remote_draft.call_timeout = opts_.draft_timeout;
+    remote_draft.open_ms_per_token = opts_.draft_open_ms_per_token;
     remote.call_timeout = opts_.verify_timeout;
     bool model_missing = false;
     std::unique_ptr<Drafter> drafter = MakeDrafter(

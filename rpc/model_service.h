@@ -156,11 +156,12 @@ class ModelService : public Service::CallbackService, public SessionService<Req,
     e.handle->Send(std::move(r));
   }
 
-  // Feeds a fully successful batch to the pass-cost model.
+  // Feeds a fully successful decoding batch (no prefill in it) to the
+  // pass-cost model.
   void ObservePassCost() {
     int64_t tokens = 0;
     for (size_t i = 0; i < passes_.size(); ++i) {
-      if (!out_.status[i].ok()) return;
+      if (!out_.status[i].ok() || this->sessions_.at(pass_ids_[i]).state.pass == State::Pass::kPrefill) return;
       tokens += static_cast<int64_t>(passes_[i].tokens.size());
     }
     pass_cost_.Observe(tokens, static_cast<int64_t>(passes_.size()), out_.seconds);

@@ -5,8 +5,8 @@
 namespace specserve::rpc {
 namespace {
 // ~50 passes of memory: follows a change of load within a second or two of
-// decoding, yet spans enough pass shapes (prefills, verify blocks of several
-// K, batches of several sizes) to separate the fixed and per-token costs.
+// decoding, yet spans enough pass shapes (verify blocks of several K,
+// batches of several sizes) to separate the fixed and per-token costs.
 constexpr double kDecay = 0.98;
 }  // namespace
 
@@ -28,9 +28,11 @@ TargetLoad PassCostModel::Estimate() const {
   const double mx = sx_ / sw_, my = sy_ / sw_;
   const double var = sxx_ / sw_ - mx * mx;
   // With one pass shape only, the split between fixed and per-token cost is
-  // unknown: charge it all per token (the compute-bound reading), which
-  // errs toward smaller K until other shapes are seen.
-  double slope = var > 1e-6 * mx * mx ? (sxy_ / sw_ - mx * my) / var : my / mx;
+  // unknown: assume a quarter of the pass is per token (between a GPU, ~0,
+  // and a CPU on a small model, ~1), as adaptive K does for its own line, so
+  // that K moves, the target sees other shapes, and the fit takes over. (All
+  // per token would keep a lone session at K = 0 for good.)
+  double slope = var > 1e-6 * mx * mx ? (sxy_ / sw_ - mx * my) / var : 0.25 * my / mx;
   slope = std::clamp(slope, 0.0, my / mx);
   load.seconds_per_token = slope;
   load.fixed_seconds = std::max(0.0, my - slope * mx);

@@ -14,7 +14,10 @@ namespace specserve::rpc {
 
 class PassCostModel {
  public:
-  // One batched pass: `sessions` passes of `tokens` tokens in all took `seconds`.
+  // One batched pass: `sessions` passes of `tokens` tokens in all took
+  // `seconds`. Decoding passes only (the caller leaves out batches holding a
+  // prompt's prefill: a long prefill costs more per token than a verify
+  // block, and would make every drafted token look dearer than it is).
   void Observe(int64_t tokens, int64_t sessions, double seconds);
   // The current estimate; known = false before the first pass.
   TargetLoad Estimate() const;

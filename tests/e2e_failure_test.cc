@@ -233,6 +233,35 @@ TEST(E2eFailureTest, SlowDraftFallsBackAfterItsTimeout) {
   EXPECT_TRUE(ServiceIdle(c.draft_metrics)) << Scrape(c.draft_metrics);
 }
 
+// The first draft call waits for the draft's prefill: a long prompt gets
+// --draft-open-ms-per-token per token on top of --draft-timeout-ms, so a
+// draft that is merely slow to prefill is used, while with no allowance the
+// same delay is a draft failure.
+TEST(E2eFailureTest, DraftPrefillGetsTimePerPromptToken) {
+  std::string prompt;
+  for (int i = 0; i < 24; ++i) prompt += "def f" + std::to_string(i) + "(x):\n    return x + " + std::to_string(i) + "\n";
+  for (const char* per_token : {"0", "20"}) {
+    Cluster c(Options(true, {}, {"--draft-timeout-ms", "300", "--draft-open-ms-per-token", per_token}));
+    ASSERT_TRUE(c.ready) << c.Logs();
+    v1::GenerateRequest req = Request(16);
+    req.set_text(prompt);  // ~300 tokens: 6 s of allowance at 20 ms per token
+    c.draft->Signal(SIGSTOP);  // the prefill is held up for 800 ms
+    std::thread resume([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(800));
+      c.draft->Signal(SIGCONT);
+    });
+    e2e::StreamResult r = e2e::Generate(*c.stub, req);
+    resume.join();
+    ASSERT_TRUE(r.status.ok()) << r.status.error_message() << c.Logs();
+    if (std::string(per_token) == "0") {
+      EXPECT_GE(r.final.stats().fallbacks(), 1) << "no allowance: the held prefill is a draft timeout";
+    } else {
+      EXPECT_EQ(r.final.stats().fallbacks(), 0) << c.Logs();
+      EXPECT_EQ(r.final.stats().drafter(), "model");
+    }
+  }
+}
+
 TEST(E2eFailureTest, CancelAndDeadlineFreeBothSessions) {
   Cluster c;
   ASSERT_TRUE(c.ready) << c.Logs();
