@@ -110,6 +110,19 @@ class RoundLoopTest : public ::testing::Test {
     return run;
   }
 
+  // Runs the script through the services and in process at `temperature`:
+  // the same rounds and tokens, and no fallback.
+  Outcome RemoteMatchingLocal(float temperature) {
+    EXPECT_TRUE(cluster_->ready) << cluster_->Logs();
+    const SessionSpec spec = Spec(temperature);
+    Outcome remote = Remote(spec);
+    const Outcome local = Local(spec);
+    EXPECT_EQ(remote.fallbacks, 0);
+    EXPECT_EQ(remote.rounds, local.rounds);
+    EXPECT_EQ(remote.tokens, local.tokens);
+    return remote;
+  }
+
   static e2e::Cluster* cluster_;
   static std::vector<std::unique_ptr<Model>> models_;
   static std::vector<std::unique_ptr<Backend>> backends_;
@@ -124,12 +137,7 @@ std::vector<TokenId> RoundLoopTest::prompt_;
 TokenId RoundLoopTest::eos_ = 0;
 
 TEST_F(RoundLoopTest, GreedyRoundsWithPlainRoundsBetweenMatchInProcessAndPlainDecoding) {
-  ASSERT_TRUE(cluster_->ready) << cluster_->Logs();
-  const SessionSpec spec = Spec(0.0f);
-  const Outcome remote = Remote(spec), local = Local(spec);
-  EXPECT_EQ(remote.fallbacks, 0);
-  EXPECT_EQ(remote.rounds, local.rounds);
-  EXPECT_EQ(remote.tokens, local.tokens);
+  const Outcome remote = RemoteMatchingLocal(0.0f);
   EXPECT_EQ(remote.tokens, e2e::PlainGreedy(testing::BundledModel("code-target-7m.gguf"), prompt_,
                                             static_cast<int>(remote.tokens.size()), eos_));
   // The script ran: plain rounds, and speculative rounds that accepted tokens
@@ -146,13 +154,7 @@ TEST_F(RoundLoopTest, GreedyRoundsWithPlainRoundsBetweenMatchInProcessAndPlainDe
 }
 
 TEST_F(RoundLoopTest, SampledRoundsWithPlainRoundsBetweenMatchInProcess) {
-  ASSERT_TRUE(cluster_->ready) << cluster_->Logs();
-  const SessionSpec spec = Spec(1.0f);
-  const Outcome remote = Remote(spec), local = Local(spec);
-  EXPECT_EQ(remote.fallbacks, 0);
-  EXPECT_EQ(remote.rounds, local.rounds);
-  EXPECT_EQ(remote.tokens, local.tokens);
-  EXPECT_GE(remote.tokens.size(), 8u);
+  EXPECT_GE(RemoteMatchingLocal(1.0f).tokens.size(), 8u);
 }
 
 }  // namespace
