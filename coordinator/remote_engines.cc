@@ -139,7 +139,7 @@ absl::StatusOr<RoundResult> RemoteVerifier::Verify(int64_t round, const Proposal
   RoundResult out{r.round(), r.accepted(), r.next_token(), r.compute_seconds()};
   if (r.has_load()) {
     out.target_load = TargetLoad{true, r.load().fixed_seconds(), r.load().seconds_per_token(),
-                                 r.load().sessions_per_pass(), r.load().tokens_per_pass(),
+                                 r.load().sessions_per_pass(),
                                  r.load().active_sessions()};
   }
   if (logprobs_) {

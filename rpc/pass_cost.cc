@@ -37,7 +37,6 @@ TargetLoad PassCostModel::Estimate() const {
   load.seconds_per_token = slope;
   load.fixed_seconds = std::max(0.0, my - slope * mx);
   load.sessions_per_pass = ss_ / sw_;
-  load.tokens_per_pass = mx;
   return load;
 }
 

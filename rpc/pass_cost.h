@@ -1,7 +1,7 @@
 // What a batched forward pass costs on this service, measured: a line
 // seconds = fixed + per_token * tokens fitted by decayed least squares over
-// the scheduler's passes, and how loaded the service is (sessions and tokens
-// per pass, decayed means). The target sends it with every verdict so that
+// the scheduler's decoding passes, and how loaded the service is (sessions
+// per pass, a decayed mean). The target sends it with every verdict so that
 // the coordinator's adaptive K can weigh what its drafted tokens cost the
 // whole batch (coordinator/k_policy.h, docs/round_protocol.md "K under load").
 #pragma once

@@ -60,14 +60,12 @@ struct Proposal {
 // The target service's load and pass cost when it verified a round
 // (rpc/pass_cost.h): a batched pass over T tokens costs about
 // fixed_seconds + seconds_per_token * T, and recent passes held
-// sessions_per_pass sessions and tokens_per_pass tokens on average;
-// active_sessions are open on it now.
+// sessions_per_pass sessions on average; active_sessions are open on it now.
 struct TargetLoad {
   bool known = false;             // false: in process, or an older target
   double fixed_seconds = 0;
   double seconds_per_token = 0;
   double sessions_per_pass = 0;
-  double tokens_per_pass = 0;
   double active_sessions = 0;
 };
 

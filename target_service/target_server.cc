@@ -46,7 +46,6 @@ absl::Status TargetServer::Answer(Entry& e, const ForwardSeq& pass, RoundResult 
   l->set_fixed_seconds(load.fixed_seconds);
   l->set_seconds_per_token(load.seconds_per_token);
   l->set_sessions_per_pass(load.sessions_per_pass);
-  l->set_tokens_per_pass(load.tokens_per_pass);
   l->set_active_sessions(static_cast<double>(sessions_.size()));
   e.handle->Send(std::move(r));
   return absl::OkStatus();

@@ -120,6 +120,9 @@ TEST(E2eFailureTest, AClientRetryingAtOnceFindsTheSlotFree) {
   // One request at a time: each request's slot must be free by the time its
   // client hears the end, or a client that sends the next one at once is
   // refused (the slot used to be freed after the final status was sent).
+  // That order fails this test only when the coordinator's thread is slow to
+  // run after Finish (seen once under parallel load); on an idle machine the
+  // window is too narrow to catch it every time.
   Cluster c(Options(true, {}, {"--max-sessions", "1"}));
   ASSERT_TRUE(c.ready) << c.Logs();
   for (int i = 0; i < 40; ++i) {

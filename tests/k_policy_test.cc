@@ -185,7 +185,7 @@ void FeedLoaded(KPolicy& p, int rounds, int32_t k, double accept_rate, double fi
     const double tokens = sessions * (k + 1);
     const double verify = fixed + per_token * tokens + 0.0005;  // + 0.5 ms round trip
     p.Observe(k, accepted, step * k, verify);
-    p.ObserveTarget(TargetLoad{true, fixed, per_token, sessions, tokens, sessions}, 0.0005);
+    p.ObserveTarget(TargetLoad{true, fixed, per_token, sessions, sessions}, 0.0005);
   }
 }
 
@@ -213,11 +213,11 @@ TEST(KPolicyLoadAware, SaturatedTargetAlternatingTwoBatchesFallsToPlain) {
   KPolicy p = KPolicy::Adaptive(4);
   for (int i = 0; i < 50; ++i) {
     p.Observe(2, i % 2 == 0 ? 2 : 0, 0.001, 0.012);  // acceptance ~0.67
-    p.ObserveTarget(TargetLoad{true, 0.0023, 0.00036, 9, 20, 16}, 0.0008);
+    p.ObserveTarget(TargetLoad{true, 0.0023, 0.00036, 9, 16}, 0.0008);
   }
   EXPECT_LE(p.Next(), 1);
   // The same pass costs with one session open: the latency chain decides.
-  for (int i = 0; i < 5; ++i) p.ObserveTarget(TargetLoad{true, 0.0023, 0.00036, 1, 3, 1}, 0.0008);
+  for (int i = 0; i < 5; ++i) p.ObserveTarget(TargetLoad{true, 0.0023, 0.00036, 1, 1}, 0.0008);
   EXPECT_GE(p.Next(), 2);
 }
 

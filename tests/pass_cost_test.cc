@@ -28,8 +28,6 @@ TEST(PassCostModel, RecoversFixedAndPerTokenCosts) {
   EXPECT_NEAR(l.fixed_seconds, 0.004, 1e-9);
   EXPECT_NEAR(l.seconds_per_token, 0.0005, 1e-9);
   EXPECT_NEAR(l.sessions_per_pass, 2.5, 0.1);
-  EXPECT_GT(l.tokens_per_pass, 15);
-  EXPECT_LT(l.tokens_per_pass, 25);
 }
 
 TEST(PassCostModel, OneShapeAssumesAQuarterPerToken) {
