@@ -58,13 +58,17 @@ for r in closed + open_:
         assert 0 < r["acceptance_rate"] <= 1 and r["tokens_per_pass"] > 1, r
     else:
         assert r["acceptance_rate"] == 0 and abs(r["tokens_per_pass"] - 1) < 1e-9, r
-# Three clients keep the target busier than one: more tokens per second.
-assert closed[2]["throughput_tokens_per_s"] > closed[0]["throughput_tokens_per_s"], closed
+# Three clients share the target's passes: some batched pass held more than
+# one session (a histogram's sum exceeds its count only then). Throughput
+# itself is a benchmark figure, not asserted: this machine is shared and noisy.
+def samples(port):
+    text = urllib.request.urlopen("http://127.0.0.1:%s/metrics" % port, timeout=5).read().decode()
+    return [s for f in text_string_to_metric_families(text) for s in f.samples]
+batch = {s.name: s.value for s in samples(ports[0]) if s.name.startswith("specserve_batch_size_")}
+assert batch["specserve_batch_size_sum"] > batch["specserve_batch_size_count"] > 0, batch
 # Every session the load opened is closed again on both services.
 def open_sessions(port):
-    text = urllib.request.urlopen("http://127.0.0.1:%s/metrics" % port, timeout=5).read().decode()
-    return sum(s.value for f in text_string_to_metric_families(text) for s in f.samples
-               if s.name == "specserve_active_sessions")
+    return sum(s.value for s in samples(port) if s.name == "specserve_active_sessions")
 for port in ports:
     for _ in range(50):
         if open_sessions(port) == 0: break
