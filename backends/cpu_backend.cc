@@ -14,6 +14,7 @@
 #include "kernels/cpu_attention.h"
 #include "kernels/cpu_matmul.h"
 #include "kernels/cpu_ops.h"
+#include "spec/forward_sample.h"
 #include "spec/forward_verify.h"
 
 namespace specserve {
@@ -56,6 +57,13 @@ class CpuBackend final : public Backend {
     return ForwardVerifyOnHost(*this, batch, verify, out);
   }
   std::string verify_location() const override { return "cpu"; }
+
+  // Forward to host logits, then the draft's host sampling (spec/forward_sample.h).
+  absl::Status ForwardSample(absl::Span<const ForwardSeq> batch, absl::Span<const DraftSampleInput* const> sample,
+                             SampleBatchOutput* out) override {
+    return ForwardSampleOnHost(*this, batch, sample, out);
+  }
+  std::string sample_location() const override { return "cpu"; }
 
  private:
   // Per-token bookkeeping for the flattened batch: token t belongs to

@@ -15,13 +15,19 @@
 //   output and down projections are folded into those products.
 // - The KV pool (common/kv_cache.h) hands out block ids; the storage behind
 //   them is one device allocation per layer for K and V. Truncate stays a
-//   metadata change: stale slots are simply overwritten later.
+//   metadata change: stale slots are simply overwritten later. With
+//   --kv-blocks 0 the pool is sized last, from the device's free memory after
+//   the weights and the activation workspaces of a planning pass
+//   (common/kv_sizing.h: headroom kept, at most --max-sessions contexts and
+//   --kv-memory-mib when given); name() says what it took and why.
 // - Per call, the host packs the batch's metadata (token ids, positions,
 //   slots, block tables, logit rows) into pinned memory and sends it in one
 //   copy; logits come back in one copy (Forward), or stay on the device for
 //   the verify kernels (ForwardVerify: only accepted counts, next tokens and
-//   accept flags come back). Not done yet: CUDA-graph capture of
-//   repeated decode / verify shapes, and fused QKV / gate-up products.
+//   accept flags come back) or the draft's sampling kernel (ForwardSample:
+//   only the tokens and their top-N entries come back). Not done yet:
+//   CUDA-graph capture of repeated decode / verify shapes, and fused QKV /
+//   gate-up products.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -38,10 +44,12 @@
 #include "backends/weight_convert.h"
 #include "common/backend.h"
 #include "common/fp16.h"
+#include "common/kv_sizing.h"
 #include "common/status_macros.h"
 #include "common/tensor_types.h"
 #include "kernels/cuda_add.cuh"
 #include "kernels/cuda_attention.cuh"
+#include "kernels/cuda_draft_sample.cuh"
 #include "kernels/cuda_embedding.cuh"
 #include "kernels/cuda_kv_store.cuh"
 #include "kernels/cuda_matmul.cuh"
@@ -50,12 +58,20 @@
 #include "kernels/cuda_swiglu.cuh"
 #include "kernels/cuda_util.h"
 #include "kernels/cuda_verify.cuh"
+#include "spec/forward_sample.h"
 #include "spec/forward_verify.h"
+#include "spec/round.h"
 
 namespace specserve {
 namespace {
 
 using cuda::DeviceBuffer;
+
+// The planning pass whose activations are allocated before the KV pool is
+// sized from free memory: this many tokens (a prefill chunk; capped at the
+// context) and up to --max-sessions verify rounds of logits rows. Larger
+// passes grow the buffers later, out of the headroom (common/kv_sizing.h).
+constexpr int64_t kPlanTokens = 1024;
 
 // Pinned host memory (cudaMallocHost), grown on demand.
 class PinnedBuffer {
@@ -131,8 +147,8 @@ absl::Status UploadMatrix(const MatrixView& m, ThreadPool& pool, DeviceMatrix* o
 
 class CudaBackend final : public Backend {
  public:
-  CudaBackend(const Model& model, const BackendOptions& opts, int32_t kv_blocks)
-      : c_(model.config), w_(model.weights), pool_(kv_blocks, opts.kv_block_size), device_(opts.device) {
+  CudaBackend(const Model& model, const BackendOptions& opts)
+      : c_(model.config), w_(model.weights), opts_(opts), device_(opts.device) {
     const char* env = std::getenv("SPECSERVE_CUDA_MATMUL");
     precision_ = (env != nullptr && std::string(env) == "f16") ? cuda::MatmulPrecision::kF16
                                                                : cuda::MatmulPrecision::kSplitF16;
@@ -140,6 +156,9 @@ class CudaBackend final : public Backend {
     // back, the CPU Verify), the reference the device step is tested against.
     const char* verify = std::getenv("SPECSERVE_CUDA_VERIFY");
     verify_on_host_ = verify != nullptr && std::string(verify) == "host";
+    // SPECSERVE_CUDA_SAMPLE=host: the draft's sampling step likewise.
+    const char* sample = std::getenv("SPECSERVE_CUDA_SAMPLE");
+    sample_on_host_ = sample != nullptr && std::string(sample) == "host";
   }
 
   ~CudaBackend() override {
@@ -186,7 +205,14 @@ class CudaBackend final : public Backend {
         RETURN_IF_ERROR(UploadVector(L.bv, c_.kv_dim(), &D.bv));
       }
     }
-    const size_t per_layer = static_cast<size_t>(pool_.num_blocks()) * pool_.block_size() * c_.kv_dim();
+    // The activations of a planning pass before the pool, so that the free
+    // memory measured next is what the cache may take.
+    const int64_t plan_t = std::min<int64_t>(c_.n_ctx, kPlanTokens);
+    const int64_t plan_r = std::min<int64_t>(plan_t, int64_t{std::max(1, opts_.kv_contexts)} * (kMaxRoundK + 1));
+    RETURN_IF_ERROR(ReserveFor(plan_t, plan_r, c_.n_ctx));
+    SPECSERVE_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
+    RETURN_IF_ERROR(CreatePool());
+    const size_t per_layer = static_cast<size_t>(pool_->num_blocks()) * pool_->block_size() * c_.kv_dim();
     // The KV pool goes after the weights; when it does not fit, say how big
     // it was, what was free and which flags size it.
     const size_t kv_bytes = 2 * per_layer * c_.n_layer * sizeof(float);
@@ -195,7 +221,7 @@ class CudaBackend final : public Backend {
       cudaMemGetInfo(&free_bytes, &total_bytes);
       cudaGetLastError();
       return absl::ResourceExhaustedError(absl::StrCat(
-          "the KV cache (", pool_.num_blocks(), " blocks of ", pool_.block_size(), " positions, ", kv_bytes >> 20,
+          "the KV cache (", pool_->num_blocks(), " blocks of ", pool_->block_size(), " positions, ", kv_bytes >> 20,
           " MiB) does not fit on CUDA device ", device_, " after the weights (", free_bytes >> 20, " of ",
           total_bytes >> 20, " MiB free): lower --kv-blocks, or --kv-memory-mib / --max-sessions when --kv-blocks "
           "is 0 (", st.message(), ")"));
@@ -207,21 +233,22 @@ class CudaBackend final : public Backend {
     return absl::OkStatus();
   }
 
-  KvPool& kv_pool() override { return pool_; }
+  KvPool& kv_pool() override { return *pool_; }
   const ModelConfig& config() const override { return c_; }
   std::string name() const override {
     return absl::StrCat("cuda(device ", device_, ": ", device_name_, ", ",
-                        precision_ == cuda::MatmulPrecision::kF16 ? "f16" : "split-f16", " matmul)");
+                        precision_ == cuda::MatmulPrecision::kF16 ? "f16" : "split-f16", " matmul, ",
+                        kv_size_.Describe(opts_.kv_block_size, KvBytesPerPosition(c_), opts_.kv_contexts), ")");
   }
 
   absl::Status Forward(absl::Span<const ForwardSeq> batch, std::vector<float>* logits) override {
     SPECSERVE_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
-    RETURN_IF_ERROR(PrepareBatch(batch, c_, pool_));
+    RETURN_IF_ERROR(PrepareBatch(batch, c_, *pool_));
     absl::Status st = Run(batch, logits);
     if (!st.ok()) {
       cudaStreamSynchronize(stream_);  // nothing in flight may still read the pinned metadata
       // Give back the slots PrepareBatch reserved: no sequence changed.
-      for (const ForwardSeq& s : batch) pool_.Truncate(*s.kv, s.kv->length);
+      for (const ForwardSeq& s : batch) pool_->Truncate(*s.kv, s.kv->length);
       return st;
     }
     for (const ForwardSeq& s : batch) s.kv->length += static_cast<int32_t>(s.tokens.size());
@@ -241,11 +268,11 @@ class CudaBackend final : public Backend {
     }
     RETURN_IF_ERROR(ValidateForwardVerify(batch, verify, c_));
     SPECSERVE_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
-    RETURN_IF_ERROR(PrepareBatch(batch, c_, pool_));
+    RETURN_IF_ERROR(PrepareBatch(batch, c_, *pool_));
     absl::Status st = RunVerify(batch, verify, out);
     if (!st.ok()) {
       cudaStreamSynchronize(stream_);
-      for (const ForwardSeq& s : batch) pool_.Truncate(*s.kv, s.kv->length);
+      for (const ForwardSeq& s : batch) pool_->Truncate(*s.kv, s.kv->length);
       return st;
     }
     for (const ForwardSeq& s : batch) s.kv->length += static_cast<int32_t>(s.tokens.size());
@@ -254,6 +281,33 @@ class CudaBackend final : public Backend {
   }
   std::string verify_location() const override { return verify_on_host_ ? "cpu" : "cuda"; }
   int64_t verify_bytes_to_host() const override { return verify_bytes_to_host_; }
+
+  // The logits stay on the device; the draft's sampling kernel runs for every
+  // rule of the batch in one launch (kernels/cuda_draft_sample.cuh); only the
+  // tokens and top-N entries, and the rows of sequences without a rule, come back.
+  absl::Status ForwardSample(absl::Span<const ForwardSeq> batch, absl::Span<const DraftSampleInput* const> sample,
+                             SampleBatchOutput* out) override {
+    if (sample_on_host_) {
+      RETURN_IF_ERROR(ForwardSampleOnHost(*this, batch, sample, out));
+      out->bytes_to_host = static_cast<int64_t>(out->logits.size() * sizeof(float));
+      sample_bytes_to_host_ += out->bytes_to_host;
+      return absl::OkStatus();
+    }
+    RETURN_IF_ERROR(ValidateForwardSample(batch, sample));
+    SPECSERVE_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
+    RETURN_IF_ERROR(PrepareBatch(batch, c_, *pool_));
+    absl::Status st = RunSample(batch, sample, out);
+    if (!st.ok()) {
+      cudaStreamSynchronize(stream_);
+      for (const ForwardSeq& s : batch) pool_->Truncate(*s.kv, s.kv->length);
+      return st;
+    }
+    for (const ForwardSeq& s : batch) s.kv->length += static_cast<int32_t>(s.tokens.size());
+    sample_bytes_to_host_ += out->bytes_to_host;
+    return absl::OkStatus();
+  }
+  std::string sample_location() const override { return sample_on_host_ ? "cpu" : "cuda"; }
+  int64_t sample_bytes_to_host() const override { return sample_bytes_to_host_; }
 
  private:
   // Device views of the current pass's metadata.
@@ -305,7 +359,7 @@ class CudaBackend final : public Backend {
     int32_t* table_offset = token_seq + T_;
     int32_t* tables = table_offset + B;
     int32_t* logit_rows = tables + table_len;
-    const int32_t bs = pool_.block_size();
+    const int32_t bs = pool_->block_size();
     int64_t t = 0, tab = 0, r = 0;
     for (int64_t i = 0; i < B; ++i) {
       const ForwardSeq& s = batch[i];
@@ -330,8 +384,34 @@ class CudaBackend final : public Backend {
     return Reserve();
   }
 
-  absl::Status Reserve() {
-    const int64_t T = T_, d = c_.n_embd;
+  // The KV pool: --kv-blocks when given, else from the free memory now
+  // (common/kv_sizing.h).
+  absl::Status CreatePool() {
+    if (opts_.kv_blocks > 0) {
+      kv_size_.blocks = opts_.kv_blocks;
+      kv_size_.limit = KvLimit::kBlocksFlag;
+    } else {
+      size_t free_bytes = 0, total_bytes = 0;
+      SPECSERVE_CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free_bytes, &total_bytes));
+      absl::StatusOr<KvPoolSize> size =
+          KvBlocksFromFreeMemory(c_, opts_, KvBytesPerPosition(c_), static_cast<int64_t>(free_bytes));
+      if (!size.ok()) {
+        return absl::ResourceExhaustedError(absl::StrCat("CUDA device ", device_, " (", total_bytes >> 20,
+                                                         " MiB in all): ", size.status().message()));
+      }
+      kv_size_ = *size;
+    }
+    pool_ = std::make_unique<KvPool>(kv_size_.blocks, opts_.kv_block_size);
+    return absl::OkStatus();
+  }
+
+  // Activations for this pass's shape (T_ tokens, R_ logits rows).
+  absl::Status Reserve() { return ReserveFor(T_, R_, max_keys_); }
+
+  // Grows the activation buffers to hold a pass of T tokens, R logits rows
+  // and attention over up to max_keys keys; they never shrink.
+  absl::Status ReserveFor(int64_t T, int64_t R, int32_t max_keys) {
+    const int64_t d = c_.n_embd;
     RETURN_IF_ERROR(x_.Reserve(T * d * sizeof(float)));
     RETURN_IF_ERROR(xn_.Reserve(T * d * sizeof(float)));
     RETURN_IF_ERROR(q_.Reserve(T * c_.q_dim() * sizeof(float)));
@@ -340,15 +420,15 @@ class CudaBackend final : public Backend {
     RETURN_IF_ERROR(attn_.Reserve(T * c_.q_dim() * sizeof(float)));
     RETURN_IF_ERROR(gate_.Reserve(T * c_.n_ff * sizeof(float)));
     RETURN_IF_ERROR(up_.Reserve(T * c_.n_ff * sizeof(float)));
-    RETURN_IF_ERROR(hidden_.Reserve(std::max<int64_t>(R_, 1) * d * sizeof(float)));
-    RETURN_IF_ERROR(logits_.Reserve(std::max<int64_t>(R_, 1) * c_.vocab * sizeof(float)));
+    RETURN_IF_ERROR(hidden_.Reserve(std::max<int64_t>(R, 1) * d * sizeof(float)));
+    RETURN_IF_ERROR(logits_.Reserve(std::max<int64_t>(R, 1) * c_.vocab * sizeof(float)));
     size_t mm = 0;
     const int64_t shapes[][2] = {{c_.q_dim(), d}, {c_.kv_dim(), d}, {d, c_.q_dim()}, {c_.n_ff, d}, {d, c_.n_ff}};
     for (const auto& rc : shapes) mm = std::max(mm, cuda::MatmulWorkspaceBytes(T, rc[0], rc[1], precision_));
-    mm = std::max(mm, cuda::MatmulWorkspaceBytes(R_, c_.vocab, d, precision_));
+    mm = std::max(mm, cuda::MatmulWorkspaceBytes(R, c_.vocab, d, precision_));
     RETURN_IF_ERROR(matmul_ws_.Reserve(mm));
     RETURN_IF_ERROR(attn_ws_.Reserve(
-        cuda::PagedAttentionWorkspaceBytes(T, c_.n_head, c_.n_head_kv, c_.head_dim, max_keys_)));
+        cuda::PagedAttentionWorkspaceBytes(T, c_.n_head, c_.n_head_kv, c_.head_dim, max_keys)));
     return absl::OkStatus();
   }
 
@@ -406,7 +486,7 @@ class CudaBackend final : public Backend {
     RETURN_IF_ERROR(cuda::LaunchRope({q_.as<float>(), meta_.positions, T_, 0, rq}, stream_));
     RETURN_IF_ERROR(cuda::LaunchRope({k_.as<float>(), meta_.positions, T_, 0, rk}, stream_));
 
-    const int64_t slots = static_cast<int64_t>(pool_.num_blocks()) * pool_.block_size();
+    const int64_t slots = static_cast<int64_t>(pool_->num_blocks()) * pool_->block_size();
     float* k_cache = kv_.as<float>() + (2 * l) * slots * c_.kv_dim();
     float* v_cache = k_cache + slots * c_.kv_dim();
     cuda::KvStoreArgs kvs;
@@ -433,7 +513,7 @@ class CudaBackend final : public Backend {
     at.n_head = c_.n_head;
     at.n_head_kv = c_.n_head_kv;
     at.head_dim = c_.head_dim;
-    at.block_size = pool_.block_size();
+    at.block_size = pool_->block_size();
     at.scale = 1.0f / std::sqrt(static_cast<float>(c_.head_dim));
     at.out = attn_.as<float>();
     at.workspace = attn_ws_.get();
@@ -463,35 +543,21 @@ class CudaBackend final : public Backend {
     for (int l = 0; l < c_.n_layer; ++l) RETURN_IF_ERROR(Block(l));
     if (R_ == 0) return cuda::CudaStatus(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
     RETURN_IF_ERROR(DeviceLogits());
-    // Rows of the sequences without a block, compacted in batch order.
     std::vector<VerifyInput> blocks;
     std::vector<int64_t> block_row;
     std::vector<size_t> block_seq;
-    int64_t row = 0, host_rows = 0;
-    const size_t row_bytes = static_cast<size_t>(c_.vocab) * sizeof(float);
+    int64_t row = 0;
     for (size_t i = 0; i < batch.size(); ++i) {
       if (verify[i] != nullptr) {
         blocks.push_back(*verify[i]);
         block_row.push_back(row);
         block_seq.push_back(i);
-      } else {
-        out->first_row[i] = host_rows;
-        host_rows += batch[i].n_logits;
       }
       row += batch[i].n_logits;
     }
-    if (host_rows > 0) {
-      RETURN_IF_ERROR(logits_host_.Reserve(host_rows * row_bytes));
-      for (size_t i = 0; i < batch.size(); ++i) {
-        if (verify[i] != nullptr || batch[i].n_logits == 0) continue;
-        int64_t first = 0;  // the sequence's first row among all R rows
-        for (size_t j = 0; j < i; ++j) first += batch[j].n_logits;
-        SPECSERVE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(logits_host_.get() + out->first_row[i] * row_bytes,
-                                                       logits_.as<float>() + first * c_.vocab,
-                                                       batch[i].n_logits * row_bytes, cudaMemcpyDeviceToHost,
-                                                       stream_));
-      }
-    }
+    const size_t row_bytes = static_cast<size_t>(c_.vocab) * sizeof(float);
+    ASSIGN_OR_RETURN(const int64_t host_rows,
+                     QueueHostRows(batch, [&](size_t i) { return verify[i] != nullptr; }, &out->first_row));
     cuda::DeviceVerifyStats stats;
     ASSIGN_OR_RETURN(std::vector<VerifyResult> results,
                      verifier_.RunOnDevice(blocks, logits_.as<float>(), block_row, R_, stream_, &stats));
@@ -502,6 +568,75 @@ class CudaBackend final : public Backend {
     out->verify_seconds = stats.kernel_seconds;
     out->bytes_to_host = stats.bytes_to_host + host_rows * static_cast<int64_t>(row_bytes);
     return absl::OkStatus();
+  }
+
+  // Forward's sampling-step counterpart: the pass, then the draft's sampling
+  // launch over the device logits [R, vocab]; rows of rule-less sequences to the host.
+  absl::Status RunSample(absl::Span<const ForwardSeq> batch, absl::Span<const DraftSampleInput* const> sample,
+                         SampleBatchOutput* out) {
+    out->samples.assign(batch.size(), DraftSample{});
+    out->first_row.assign(batch.size(), 0);
+    out->logits.clear();
+    out->sample_seconds = 0;
+    out->bytes_to_host = 0;
+    RETURN_IF_ERROR(Layout(batch));
+    if (T_ == 0) return absl::OkStatus();
+    RETURN_IF_ERROR(Embed());
+    for (int l = 0; l < c_.n_layer; ++l) RETURN_IF_ERROR(Block(l));
+    if (R_ == 0) return cuda::CudaStatus(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+    RETURN_IF_ERROR(DeviceLogits());
+    std::vector<DraftSampleInput> rules;
+    std::vector<int64_t> rule_row;
+    std::vector<size_t> rule_seq;
+    int64_t row = 0;
+    for (size_t i = 0; i < batch.size(); ++i) {
+      if (sample[i] != nullptr) {
+        rules.push_back(*sample[i]);
+        rule_row.push_back(row);
+        rule_seq.push_back(i);
+      }
+      row += batch[i].n_logits;
+    }
+    const size_t row_bytes = static_cast<size_t>(c_.vocab) * sizeof(float);
+    ASSIGN_OR_RETURN(const int64_t host_rows,
+                     QueueHostRows(batch, [&](size_t i) { return sample[i] != nullptr; }, &out->first_row));
+    cuda::DeviceSampleStats stats;
+    ASSIGN_OR_RETURN(std::vector<DraftSample> samples,
+                     sampler_.RunOnDevice(rules, logits_.as<float>(), rule_row, R_, c_.vocab, stream_, &stats));
+    for (size_t j = 0; j < rule_seq.size(); ++j) out->samples[rule_seq[j]] = std::move(samples[j]);
+    SPECSERVE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));  // the rows, when there were no rules
+    out->logits.assign(reinterpret_cast<const float*>(logits_host_.get()),
+                       reinterpret_cast<const float*>(logits_host_.get()) + host_rows * c_.vocab);
+    out->sample_seconds = stats.kernel_seconds;
+    out->bytes_to_host = stats.bytes_to_host + host_rows * static_cast<int64_t>(row_bytes);
+    return absl::OkStatus();
+  }
+
+  // Queues the copy of the logits rows (in logits_, [R, vocab]) of every
+  // sequence i with !on_device(i) into logits_host_, compacted in batch
+  // order; (*first_row)[i] is where such a sequence's rows start there.
+  // Returns the rows; the caller synchronises the stream before reading.
+  template <class OnDevice>
+  absl::StatusOr<int64_t> QueueHostRows(absl::Span<const ForwardSeq> batch, OnDevice on_device,
+                                        std::vector<int64_t>* first_row) {
+    const size_t row_bytes = static_cast<size_t>(c_.vocab) * sizeof(float);
+    int64_t host_rows = 0;
+    for (size_t i = 0; i < batch.size(); ++i) {
+      if (on_device(i)) continue;
+      (*first_row)[i] = host_rows;
+      host_rows += batch[i].n_logits;
+    }
+    if (host_rows == 0) return host_rows;
+    RETURN_IF_ERROR(logits_host_.Reserve(host_rows * row_bytes));
+    int64_t first = 0;  // the sequence's first row among all R rows
+    for (size_t i = 0; i < batch.size(); first += batch[i].n_logits, ++i) {
+      if (on_device(i) || batch[i].n_logits == 0) continue;
+      SPECSERVE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(logits_host_.get() + (*first_row)[i] * row_bytes,
+                                                     logits_.as<float>() + first * c_.vocab,
+                                                     batch[i].n_logits * row_bytes, cudaMemcpyDeviceToHost,
+                                                     stream_));
+    }
+    return host_rows;
   }
 
   // The final norm and output projection of the rows asked for: logits_ [R, vocab].
@@ -535,7 +670,9 @@ class CudaBackend final : public Backend {
 
   const ModelConfig& c_;
   const ModelWeights& w_;
-  KvPool pool_;
+  const BackendOptions opts_;
+  std::unique_ptr<KvPool> pool_;  // made by Init, after the weights (CreatePool)
+  KvPoolSize kv_size_;            // its size and what set it
   const int device_;
   std::string device_name_;
   cuda::MatmulPrecision precision_;
@@ -558,6 +695,9 @@ class CudaBackend final : public Backend {
   cuda::DeviceVerifier verifier_;      // the verify step's buffers
   int64_t verify_bytes_to_host_ = 0;   // all ForwardVerify calls
   bool verify_on_host_ = false;        // SPECSERVE_CUDA_VERIFY=host
+  cuda::DeviceDraftSampler sampler_;   // the draft's sampling step's buffers
+  int64_t sample_bytes_to_host_ = 0;   // all ForwardSample calls
+  bool sample_on_host_ = false;        // SPECSERVE_CUDA_SAMPLE=host
   DeviceBuffer meta_dev_;
   DeviceBuffer x_, xn_, q_, k_, v_, attn_, gate_, up_, hidden_, logits_;
   DeviceBuffer matmul_ws_, attn_ws_;
@@ -591,10 +731,8 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeCudaBackend(const Model& model, con
     return absl::UnimplementedError(
         absl::StrCat("the CUDA attention kernel needs head_dim a multiple of 4 and <= 256, got ", c.head_dim));
   }
-  int32_t blocks = opts.kv_blocks;
-  const int64_t bytes_per_position = 2 * int64_t{c.n_layer} * c.kv_dim() * sizeof(float);
-  if (blocks <= 0) blocks = DefaultKvBlocks(c, opts, bytes_per_position);
-  auto backend = std::make_unique<CudaBackend>(model, opts, blocks);
+  // The KV pool is sized in Init, after the weights (common/kv_sizing.h).
+  auto backend = std::make_unique<CudaBackend>(model, opts);
   RETURN_IF_ERROR(backend->Init());
   return std::unique_ptr<Backend>(std::move(backend));
 }

@@ -4,7 +4,8 @@
 # tests/cuda_ops_test.cc, exact verify tokens: tests/cuda_verify_parity_test.cc,
 # golden models and batch invariance through the CUDA backend:
 # tests/cuda_backend_test.cc, the verify step on the device:
-# tests/forward_verify_test.cc), then the benchmark (tests/cuda_bench_test.cc:
+# tests/forward_verify_test.cc, the draft's sampling step on the device:
+# tests/forward_sample_test.cc), then the benchmark (tests/cuda_bench_test.cc:
 # copy bandwidth and decode floor, decode ms/token, the verify pass for
 # K+1 = 1..16 and the verify kernel for V = 4096 and 128256), then the three
 # services on the GPU with device verification: the target inflated to the
@@ -31,7 +32,7 @@ root=$(pwd)
 bundle=out/gpu
 build_dir=${BUILD_DIR:-build-gpu}
 mode=${1:-all}
-gpu_tests="cuda_ops_test cuda_verify_parity_test cuda_backend_test forward_verify_test e2e_verify_location_test"
+gpu_tests="cuda_ops_test cuda_verify_parity_test cuda_backend_test forward_verify_test forward_sample_test e2e_verify_location_test"
 services="specserve-target specserve-draft specserve-coordinator specserve"
 
 build() {

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "common/kv_sizing.h"
 
 namespace specserve {
 
@@ -11,7 +12,8 @@ int32_t DefaultKvBlocks(const ModelConfig& c, const BackendOptions& opts, int64_
   const int64_t per_context = KvPool::BlocksFor(c.n_ctx, opts.kv_block_size);
   const int64_t wanted = per_context * std::max(1, opts.kv_contexts);
   const int64_t bytes_per_block = std::max<int64_t>(1, bytes_per_position * opts.kv_block_size);
-  const int64_t affordable = (opts.kv_memory_mib << 20) / bytes_per_block;
+  const int64_t mib = opts.kv_memory_mib > 0 ? opts.kv_memory_mib : kDefaultKvMemoryMib;
+  const int64_t affordable = (mib << 20) / bytes_per_block;
   const int64_t blocks = std::max(per_context, std::min(wanted, affordable));
   return static_cast<int32_t>(std::min<int64_t>(blocks, std::numeric_limits<int32_t>::max() / 2));
 }

@@ -20,6 +20,8 @@ namespace specserve {
 using TokenId = int32_t;
 struct VerifyInput;   // spec/verify.h
 struct VerifyResult;  // spec/verify.h
+struct DraftSampleInput;  // spec/forward_sample.h
+struct DraftSample;       // spec/forward_sample.h
 
 // One sequence of a ragged batch: its cache and the tokens to append at
 // positions [kv->length, kv->length + tokens.size()).
@@ -38,10 +40,14 @@ struct BackendOptions {
   std::shared_ptr<class ThreadPool> shared_pool;
   int32_t kv_block_size = 16;
   // The KV pool: kv_blocks blocks, or when 0, room for kv_contexts full
-  // contexts capped at kv_memory_mib of cache (DefaultKvBlocks).
+  // contexts capped at kv_memory_mib of cache (common/kv_sizing.h): on the
+  // CPU DefaultKvBlocks; on CUDA also capped by the device's free memory
+  // after the weights (KvBlocksFromFreeMemory).
   int32_t kv_blocks = 0;
   int32_t kv_contexts = 8;     // a service passes its --max-sessions
-  int64_t kv_memory_mib = 1024;
+  // --kv-memory-mib; 0: not given (the CPU caps at kDefaultKvMemoryMib,
+  // CUDA at what its free memory holds).
+  int64_t kv_memory_mib = 0;
 };
 
 // What one ForwardVerify call gives back.
@@ -50,6 +56,15 @@ struct VerifyBatchOutput {
   std::vector<float> logits;          // [rows, vocab] host rows of the sequences without a block
   std::vector<int64_t> first_row;     // [batch]: where such a sequence's rows start in logits
   double verify_seconds = 0;          // the rule alone (on CUDA: the kernels' device time)
+  int64_t bytes_to_host = 0;          // device -> host bytes of the call (0 on the CPU)
+};
+
+// What one ForwardSample call gives back.
+struct SampleBatchOutput {
+  std::vector<DraftSample> samples;   // [batch]: where sample[i] != nullptr, the token and its q
+  std::vector<float> logits;          // [rows, vocab] host rows of the sequences without a rule
+  std::vector<int64_t> first_row;     // [batch]: where such a sequence's rows start in logits
+  double sample_seconds = 0;          // the sampling alone (on CUDA: the kernel's device time)
   int64_t bytes_to_host = 0;          // device -> host bytes of the call (0 on the CPU)
 };
 
@@ -83,18 +98,36 @@ class Backend {
   // (0 on the CPU backend, whose logits never leave host memory).
   virtual int64_t verify_bytes_to_host() const { return 0; }
 
+  // The draft step, run where the backend keeps its logits: Forward over the
+  // batch, then for each sequence i with sample[i] != nullptr the draft's
+  // rule (spec/forward_sample.h: DraftDistribution, then SampleSparse with
+  // the position's kDraftSample draw) on its one logits row (batch[i].n_logits
+  // must be 1). A sequence without a rule (a prefill) gets its n_logits rows
+  // in out->logits at out->first_row[i], as Forward would. The CPU backend
+  // runs Forward and the host sampling; the CUDA backend samples the whole
+  // batch on the device in one launch and copies back the tokens and top-N
+  // entries only, O(N) bytes per sequence. Errors as Forward's, plus
+  // INVALID_ARGUMENT for a bad rule (checked before the pass).
+  virtual absl::Status ForwardSample(absl::Span<const ForwardSeq> batch,
+                                     absl::Span<const DraftSampleInput* const> sample, SampleBatchOutput* out) = 0;
+  // Where ForwardSample samples: "cpu" or "cuda".
+  virtual std::string sample_location() const = 0;
+  // Bytes ForwardSample has copied device -> host so far, all calls together.
+  virtual int64_t sample_bytes_to_host() const { return 0; }
+
   virtual KvPool& kv_pool() = 0;
   virtual const ModelConfig& config() const = 0;
   virtual std::string name() const = 0;
 };
 
-// Checks a batch against the config and reserves KV slots for it; shared by
-// the backends so they refuse bad input identically.
 // The default pool of a backend whose cache takes `bytes_per_position`
 // (keys and values of every layer): kv_contexts full contexts, at most
-// kv_memory_mib of memory, at least one full context.
+// kv_memory_mib of memory (kDefaultKvMemoryMib when 0), at least one full
+// context.
 int32_t DefaultKvBlocks(const ModelConfig& c, const BackendOptions& opts, int64_t bytes_per_position);
 
+// Checks a batch against the config and reserves KV slots for it; shared by
+// the backends so they refuse bad input identically.
 absl::Status PrepareBatch(absl::Span<const ForwardSeq> batch, const ModelConfig& c, KvPool& pool);
 
 }  // namespace specserve

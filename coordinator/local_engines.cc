@@ -35,12 +35,13 @@ absl::StatusOr<Proposal> LocalDrafter::Propose(int64_t round, const std::optiona
   RETURN_IF_ERROR(session_.BeginPropose(round, last, k));
   ForwardSeq pass;
   while (session_.NextStep(&pass)) {
-    absl::Status s = backend_.Forward({pass}, &logits_);
+    // The backend samples where it keeps the logits (Backend::ForwardSample).
+    absl::Status s = backend_.ForwardSample({pass}, {&session_.step_rule()}, &sampled_);
     if (!s.ok()) {
       session_.AbortPropose();
       return s;
     }
-    session_.FinishStep(logits_.data());
+    session_.FinishSampledStep(std::move(sampled_.samples[0]));
   }
   Proposal p = session_.TakeProposal();
   p.compute_seconds = Since(t0);
@@ -52,11 +53,11 @@ void LocalDrafter::PrepareAhead(int32_t k) {
   ForwardSeq pass;
   while (session_.NextStep(&pass)) {
     // A failed pass only loses the guess; the next Propose redoes the work.
-    if (!backend_.Forward({pass}, &logits_).ok()) {
+    if (!backend_.ForwardSample({pass}, {&session_.step_rule()}, &sampled_).ok()) {
       session_.BeginAhead(0);
       return;
     }
-    session_.FinishStep(logits_.data());
+    session_.FinishSampledStep(std::move(sampled_.samples[0]));
   }
 }
 

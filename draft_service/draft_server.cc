@@ -79,4 +79,11 @@ absl::Status DraftServer::FinishPass(Entry& e, const ForwardSeq&, const float* l
   return absl::OkStatus();
 }
 
+absl::Status DraftServer::FinishSampledPass(Entry& e, const ForwardSeq&, DraftSample s) {
+  e.state.session->FinishSampledStep(std::move(s));
+  ForwardSeq next;
+  if (!e.state.session->NextStep(&next)) StepsDone(e);
+  return absl::OkStatus();
+}
+
 }  // namespace specserve

@@ -102,6 +102,13 @@ class ModelService : public Service::CallbackService, public SessionService<Req,
   virtual absl::Status FinishVerifiedPass(Entry& e, const ForwardSeq& pass, const VerifyResult& v) {
     return absl::InternalError("this service gives no verify blocks");
   }
+  // The draft rule of the pass NextPass just gave, for the backend's
+  // sampling step (Backend::ForwardSample); nullptr: FinishPass gets its logits.
+  virtual const DraftSampleInput* PassSample(Entry& e) { return nullptr; }
+  // A pass with a draft rule: the token and q the backend's sampling step drew.
+  virtual absl::Status FinishSampledPass(Entry& e, const ForwardSeq& pass, DraftSample s) {
+    return absl::InternalError("this service gives no draft rules");
+  }
   // The pass failed; the session ends after this.
   virtual void AbortPass(Entry& e) = 0;
 
@@ -110,6 +117,7 @@ class ModelService : public Service::CallbackService, public SessionService<Req,
     passes_.clear();
     pass_ids_.clear();
     verify_.clear();
+    sample_.clear();
     std::vector<std::pair<uint64_t, absl::Status>> failed;
     for (auto& [id, e] : this->sessions_) {
       State& st = e.state;
@@ -127,8 +135,9 @@ class ModelService : public Service::CallbackService, public SessionService<Req,
       passes_.push_back(pass);
       pass_ids_.push_back(id);
       verify_.push_back(st.pass == State::Pass::kRole ? PassVerify(e) : nullptr);
+      sample_.push_back(st.pass == State::Pass::kRole ? PassSample(e) : nullptr);
     }
-    RunBatch(this->backend(), passes_, verify_, this->metrics(), &out_);
+    RunBatch(this->backend(), passes_, verify_, sample_, this->metrics(), &out_);
     ObservePassCost();
     const int64_t vocab = this->backend().config().vocab;
     for (size_t i = 0; i < passes_.size(); ++i) {
@@ -140,6 +149,8 @@ class ModelService : public Service::CallbackService, public SessionService<Req,
         AnswerPrefill(e);
       } else if (verify_[i] != nullptr) {
         s = FinishVerifiedPass(e, passes_[i], out_.results[i]);
+      } else if (sample_[i] != nullptr) {
+        s = FinishSampledPass(e, passes_[i], std::move(out_.samples[i]));
       } else {
         s = FinishPass(e, passes_[i], out_.logits.data() + out_.first_row[i] * vocab);
       }
@@ -173,6 +184,7 @@ class ModelService : public Service::CallbackService, public SessionService<Req,
   std::vector<ForwardSeq> passes_;
   std::vector<uint64_t> pass_ids_;
   std::vector<const VerifyInput*> verify_;  // [passes]: PassVerify's block or nullptr
+  std::vector<const DraftSampleInput*> sample_;  // [passes]: PassSample's rule or nullptr
   BatchOutput out_;
   PassCostModel pass_cost_;
   v1::ModelInfo info_;

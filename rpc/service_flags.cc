@@ -54,8 +54,11 @@ void DeclareServiceFlags(CliArgs& a, const std::string& default_listen, int defa
          "pin the service to these cores, e.g. 0 or 2-3 (on a small machine: the draft and the target on cores of "
          "their own); empty: no pinning");
   a.Flag("kv-blocks", "0",
-         "KV cache blocks of 16 positions (0: room for --max-sessions full contexts, within --kv-memory-mib)");
-  a.Flag("kv-memory-mib", "1024", "with --kv-blocks 0: the most memory the KV cache may take");
+         "KV cache blocks of 16 positions (0: room for --max-sessions full contexts, within --kv-memory-mib and, on "
+         "CUDA, the device's free memory)");
+  a.Flag("kv-memory-mib", "0",
+         "with --kv-blocks 0: the most memory the KV cache may take (0: 1024 on the CPU; on CUDA, what the device "
+         "has free after the weights, less max(1 GiB, 10%) headroom)");
   a.Flag("backend", "cpu", "cpu or cuda");
   a.Flag("prefix-cache", "on",
          "on: sessions whose prompts start with the same whole KV blocks as a recent one reuse its keys and values "
@@ -85,7 +88,7 @@ absl::StatusOr<ServiceFlags> ReadServiceFlags(const CliArgs& a) {
   f.backend.threads = static_cast<int>(threads);
   f.backend.kv_blocks = static_cast<int32_t>(kv_blocks);
   f.backend.kv_contexts = f.max_sessions;
-  ASSIGN_OR_RETURN(f.backend.kv_memory_mib, a.Int("kv-memory-mib", 1, int64_t{1} << 30));
+  ASSIGN_OR_RETURN(f.backend.kv_memory_mib, a.Int("kv-memory-mib", 0, int64_t{1} << 30));
   f.backend.device = static_cast<int>(device);
   ASSIGN_OR_RETURN(double idle_s, a.Double("session-idle-timeout-s", 0, 24 * 3600));
   f.session_idle_timeout = std::chrono::milliseconds(static_cast<int64_t>(idle_s * 1000));

@@ -5,7 +5,6 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "spec/prompt_lookup.h"
-#include "spec/rng.h"
 
 namespace specserve {
 
@@ -88,6 +87,15 @@ absl::Status DraftSession::BeginPropose(int64_t round, const std::optional<Round
 bool DraftSession::NextStep(ForwardSeq* pass) {
   if (steps_left_ == 0) return false;
   *pass = ForwardSeq{&kv_, feed_, 1};
+  step_rule_.temperature = spec_.draft.temperature;
+  step_rule_.top_n = spec_.draft.top_n;
+  step_rule_.top_p = spec_.draft.top_p;
+  step_rule_.seed = spec_.target.seed;
+  // The token sampled now sits at absolute position (committed) + (drafted so
+  // far); drafting ahead, past the proposal, with the guess right after dK.
+  step_rule_.position = ahead_ ? seq_.size() + proposal_.tokens.size() + (ahead_guess_ < 0 ? 0 : 1) +
+                                     ahead_proposal_.tokens.size()
+                               : seq_.size() + proposal_.tokens.size();
   return true;
 }
 
@@ -110,31 +118,24 @@ void DraftSession::BeginAhead(int32_t k) {
 }
 
 void DraftSession::FinishStep(const float* logits) {
+  FinishSampledStep(SampleDraftStep(logits, config_.vocab, step_rule_));
+}
+
+void DraftSession::FinishSampledStep(DraftSample sample) {
+  const TokenId d = sample.token;
   if (ahead_) {
-    // Positions continue past the proposal: the guess sits right after dK.
-    const uint64_t position = seq_.size() + proposal_.tokens.size() + (ahead_guess_ < 0 ? 0 : 1) +
-                              ahead_proposal_.tokens.size();
-    SparseDist q = DraftDistribution(logits, config_.vocab, spec_.draft.temperature, spec_.draft.top_n,
-                                     spec_.draft.top_p);
-    const TokenId d = SampleSparse(q, UniformFloat(spec_.target.seed, position, RngPurpose::kDraftSample));
     if (ahead_guess_ < 0) {
       ahead_guess_ = d;
     } else {
       ahead_proposal_.tokens.push_back(d);
-      ahead_proposal_.dists.push_back(std::move(q));
+      ahead_proposal_.dists.push_back(std::move(sample.dist));
     }
     feed_.assign(1, d);
     if (--steps_left_ == 0) ahead_ready_ = true;
     return;
   }
-  // The token sampled now sits at absolute position (committed) + (drafted so far).
-  const uint64_t position = seq_.size() + proposal_.tokens.size();
-  SparseDist q = DraftDistribution(logits, config_.vocab, spec_.draft.temperature, spec_.draft.top_n,
-                                   spec_.draft.top_p);
-  const float u = UniformFloat(spec_.target.seed, position, RngPurpose::kDraftSample);
-  const TokenId d = SampleSparse(q, u);
   proposal_.tokens.push_back(d);
-  proposal_.dists.push_back(std::move(q));
+  proposal_.dists.push_back(std::move(sample.dist));
   feed_.assign(1, d);
   --steps_left_;
 }

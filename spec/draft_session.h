@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "common/backend.h"
 #include "spec/committed_sequence.h"
+#include "spec/forward_sample.h"
 #include "spec/round.h"
 
 namespace specserve {
@@ -31,7 +32,14 @@ class DraftSession {
   absl::Status BeginPropose(int64_t round, const std::optional<RoundResult>& last, int32_t k);
   // The next pass to run, or false when the proposal is complete.
   bool NextStep(ForwardSeq* pass);
-  // logits: [vocab], the last row of that pass. Samples the next draft token.
+  // The rule that pass's row is sampled with (its position included): what
+  // the backend's sampling step takes (Backend::ForwardSample). Valid from
+  // NextStep returning true until the step finishes.
+  const DraftSampleInput& step_rule() const { return step_rule_; }
+  // The step's token and q, sampled from the pass's row with step_rule().
+  void FinishSampledStep(DraftSample sample);
+  // logits: [vocab], the last row of that pass. Samples the next draft token
+  // on the host (SampleDraftStep) and finishes the step with it.
   void FinishStep(const float* logits);
   // The finished proposal (a copy: the next verdict refers to it).
   Proposal TakeProposal();
@@ -65,6 +73,7 @@ class DraftSession {
   Proposal proposal_;            // the last proposal (kept to apply its verdict)
   int32_t steps_left_ = 0;
   std::vector<TokenId> feed_;    // tokens of the next step's pass
+  DraftSampleInput step_rule_;   // and the rule its row is sampled with
   // The block drafted ahead: guess (the assumed bonus) then its proposal.
   bool ahead_ = false;           // steps are drafting ahead
   bool ahead_ready_ = false;

@@ -65,6 +65,62 @@ TEST(CudaBackend, AbsentDeviceIsAClearError) {
 
 // --- The CUDA backend on the real models ---------------------------------
 
+// The KV pool sized after the weights (common/kv_sizing.h): the sessions, a
+// given --kv-memory-mib or --kv-blocks bind and the name says which; with
+// more sessions than the device holds, the free memory binds and the
+// headroom stays free.
+TEST(CudaBackend, KvPoolFromFreeMemory) {
+  if (!HaveDevice()) GTEST_SKIP() << "no CUDA device";
+  const std::string path = ModelPath("code-draft-1m");
+  if (path.empty()) GTEST_SKIP() << "code-draft-1m not present";
+  auto model = Model::Load(path);
+  ASSERT_TRUE(model.ok()) << model.status();
+  const int32_t per_context = KvPool::BlocksFor((*model)->config.n_ctx, 16);
+  BackendOptions opts;
+  opts.kind = "cuda";
+  opts.kv_contexts = 4;
+  {
+    auto b = MakeCudaBackend(**model, opts);
+    ASSERT_TRUE(b.ok()) << b.status();
+    EXPECT_EQ((*b)->kv_pool().num_blocks(), 4 * per_context);
+    EXPECT_NE((*b)->name().find("--max-sessions 4 full contexts"), std::string::npos) << (*b)->name();
+  }
+  opts.kv_memory_mib = 1;  // given: never below one context
+  {
+    auto b = MakeCudaBackend(**model, opts);
+    ASSERT_TRUE(b.ok()) << b.status();
+    EXPECT_EQ((*b)->kv_pool().num_blocks(), per_context);
+    EXPECT_NE((*b)->name().find("--kv-memory-mib"), std::string::npos) << (*b)->name();
+  }
+  opts.kv_memory_mib = 0;
+  opts.kv_blocks = 37;
+  {
+    auto b = MakeCudaBackend(**model, opts);
+    ASSERT_TRUE(b.ok()) << b.status();
+    EXPECT_EQ((*b)->kv_pool().num_blocks(), 37);
+    EXPECT_NE((*b)->name().find("--kv-blocks"), std::string::npos) << (*b)->name();
+  }
+  opts.kv_blocks = 0;
+  opts.kv_contexts = 1 << 30;  // more than any device holds
+  {
+    auto b = MakeCudaBackend(**model, opts);
+    ASSERT_TRUE(b.ok()) << b.status();
+    EXPECT_GT((*b)->kv_pool().num_blocks(), 4 * per_context);
+    EXPECT_NE((*b)->name().find("free device memory"), std::string::npos) << (*b)->name();
+#if defined(SPECSERVE_HAVE_CUDA)
+    size_t free_bytes = 0, total_bytes = 0;
+    ASSERT_EQ(cudaMemGetInfo(&free_bytes, &total_bytes), cudaSuccess);
+    EXPECT_GE(free_bytes, size_t{900} << 20) << "the headroom (at least 1 GiB) should stay free";
+#endif
+    // The backend still runs a pass.
+    KvSeq kv;
+    std::vector<float> logits;
+    const std::vector<TokenId> prompt = {1, 100, 200};
+    ASSERT_TRUE((*b)->Forward({ForwardSeq{&kv, prompt, 1}}, &logits).ok());
+    (*b)->kv_pool().Release(kv);
+  }
+}
+
 class CudaGoldenTest : public ::testing::TestWithParam<std::string> {};
 
 // tests/model_test.cc's golden check through the CUDA backend.

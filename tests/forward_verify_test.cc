@@ -245,6 +245,11 @@ class HostVerified final : public Backend {
     return ForwardVerifyOnHost(*this, batch, verify, out);
   }
   std::string verify_location() const override { return "cpu"; }
+  absl::Status ForwardSample(absl::Span<const ForwardSeq> batch, absl::Span<const DraftSampleInput* const> sample,
+                             SampleBatchOutput* out) override {
+    return inner_.ForwardSample(batch, sample, out);
+  }
+  std::string sample_location() const override { return inner_.sample_location(); }
   KvPool& kv_pool() override { return inner_.kv_pool(); }
   const ModelConfig& config() const override { return inner_.config(); }
   std::string name() const override { return inner_.name() + " with host verify"; }
