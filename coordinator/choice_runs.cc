@@ -1,5 +1,7 @@
 #include "coordinator/choice_runs.h"
 
+#include <future>
+
 #include "rpc/status_convert.h"
 
 namespace specserve {
@@ -15,12 +17,15 @@ absl::StatusOr<std::shared_ptr<ChoiceRuns>> ChoiceRuns::Start(GenerationService*
                                                               ThreadRequestIds ids) {
   const auto arrived = std::chrono::steady_clock::now();
   const int n = static_cast<int>(requests.size());
-  for (int i = 0; i < n; ++i) {
-    if (grpc::Status s = svc->Admit(); !s.ok()) {
-      for (int j = 0; j < i; ++j) svc->Release();
-      svc->CountRequest(s);
-      return rpc::FromGrpc(s);
-    }
+  // The HTTP handler's thread waits here for the n slots (the queue's
+  // timeout bounds the wait; an HTTP request carries no deadline).
+  auto decided = std::make_shared<std::promise<absl::Status>>();
+  std::future<absl::Status> admitted = decided->get_future();
+  svc->Enqueue(n, std::chrono::system_clock::time_point::max(),
+               [decided](absl::Status s) { decided->set_value(std::move(s)); });
+  if (absl::Status s = admitted.get(); !s.ok()) {
+    svc->CountRequest(rpc::ToGrpc(s));
+    return s;
   }
   auto runs = std::shared_ptr<ChoiceRuns>(new ChoiceRuns());
   std::shared_ptr<Shared> shared = runs->shared_;

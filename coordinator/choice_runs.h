@@ -1,8 +1,8 @@
 // The n choices of one HTTP request, each run as a gRPC request is
-// (GenerationService::Admit, Spawn, Context, RunGeneration on its own worker
+// (GenerationService::Enqueue, Spawn, Context, RunGeneration on its own worker
 // thread), their events merged into one queue the HTTP handler thread reads.
-// Admission is all or nothing: if any choice finds the coordinator full, none
-// starts. Cancel (or the last reference going away) cancels every choice's
+// Admission is all or nothing: the request waits in the coordinator's queue
+// until n run slots are free together, or is refused with none started. Cancel (or the last reference going away) cancels every choice's
 // CancelGroup, which ends both service sessions of each.
 #pragma once
 
@@ -32,7 +32,8 @@ struct ChoiceEvent {
 
 class ChoiceRuns {
  public:
-  // RESOURCE_EXHAUSTED / UNAVAILABLE from admission, with nothing started.
+  // Blocks while the request waits for its slots; RESOURCE_EXHAUSTED /
+  // UNAVAILABLE from admission, with nothing started.
   // Every choice carries `ids` (by default the HTTP thread's request).
   static absl::StatusOr<std::shared_ptr<ChoiceRuns>> Start(GenerationService* svc,
                                                            std::vector<v1::GenerateRequest> requests,

@@ -32,6 +32,7 @@ namespace {
 struct Flags : rpc::ServerFlags {
   Upstreams::Options upstreams;
   CoordinatorOptions coordinator;
+  RequestQueue::Options queue;  // run slots (--max-sessions) and the waiting line
   HttpOptions http;  // http.listen empty: no HTTP API
   double stats_interval_s = 10;  // the periodic stats line (0: off)
 };
@@ -57,8 +58,9 @@ absl::Status ReadHttpFlags(const CliArgs& a, Flags* f) {
       return absl::InvalidArgumentError(absl::StrCat("--chat-template ", path, ": ", s.message()));
     }
   }
-  // Each connection has a thread; leave room for idle keep-alive ones.
-  f->http.threads = f->max_sessions + 32;
+  // Each connection has a thread, waiting ones included; leave room for idle
+  // keep-alive ones.
+  f->http.threads = f->max_sessions + f->queue.max_waiting + 32;
   // Prompts of --max-prompt-bytes, JSON-escaped.
   f->http.max_body_bytes = static_cast<size_t>(f->coordinator.max_prompt_bytes) * 6 + (64 << 10);
   return absl::OkStatus();
@@ -100,6 +102,11 @@ absl::StatusOr<Flags> ReadFlags(const CliArgs& a) {
   if (f.upstreams.lb_policy != "round_robin" && f.upstreams.lb_policy != "pick_first") {
     return absl::InvalidArgumentError("--lb-policy must be round_robin or pick_first");
   }
+  f.queue.max_running = f.max_sessions;
+  ASSIGN_OR_RETURN(int64_t max_waiting, a.Int("max-waiting", 0, 1 << 16));
+  f.queue.max_waiting = static_cast<int>(max_waiting);
+  ASSIGN_OR_RETURN(double queue_s, a.Double("queue-timeout-s", 0, 3600));
+  f.queue.timeout = std::chrono::milliseconds(static_cast<int64_t>(queue_s * 1000));
   RETURN_IF_ERROR(ReadHttpFlags(a, &f));
   return f;
 }
@@ -133,6 +140,12 @@ int Main(int argc, char** argv) {
   args.Flag("lb-policy", "round_robin",
             "how sessions spread over the addresses --target and --draft resolve to (dns:///NAME:PORT of a "
             "headless Service): round_robin or pick_first");
+  args.Flag("max-waiting", "256",
+            "requests beyond --max-sessions wait in arrival order, at most this many (more get RESOURCE_EXHAUSTED, "
+            "HTTP 429; 0: refuse at once)");
+  args.Flag("queue-timeout-s", "10",
+            "a waiting request gets RESOURCE_EXHAUSTED (HTTP 429) after this long, or DEADLINE_EXCEEDED at its own "
+            "deadline if that comes first");
   args.Flag("http-listen", "", "HOST:PORT for the OpenAI-compatible HTTP API (docs/http_api.md); empty: none");
   args.Flag("api-key-file", "", "a file holding the key HTTP clients must send (Authorization: Bearer KEY); empty: none");
   args.Flag("chat-template", "",
@@ -148,7 +161,7 @@ int Main(int argc, char** argv) {
   absl::StatusOr<std::unique_ptr<rpc::MetricsServer>> metrics = rpc::MetricsServer::Start(flags->metrics_port, flags->metrics_host);
   if (!metrics.ok()) return Fail(metrics.status());
   CoordinatorMetrics coordinator_metrics((*metrics)->registry());
-  GenerationService service(&coordinator_metrics, flags->coordinator, flags->max_sessions);
+  GenerationService service(&coordinator_metrics, flags->coordinator, flags->queue);
   // Health says NOT_SERVING until the target has answered.
   auto server = rpc::GrpcServer::Start(flags->server, {&service});
   if (!server.ok()) return Fail(server.status());

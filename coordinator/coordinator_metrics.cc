@@ -60,7 +60,7 @@ CoordinatorMetrics::CoordinatorMetrics(prometheus::Registry& r)
                            .Add({})),
       requests_waiting(prometheus::BuildGauge()
                            .Name("specserve_requests_waiting")
-                           .Help("Requests admitted whose first round has not begun (planning, tokenizing)")
+                           .Help("Requests waiting for a run slot (--max-sessions) or for their first round (planning, tokenizing)")
                            .Register(r)
                            .Add({})),
       queue_time(LatencyHistogram(r, "specserve_queue_time_seconds",

@@ -70,7 +70,7 @@ class CoordinatorMetrics {
   prometheus::Gauge& speculation_k;             // specserve_speculation_k: K of the latest round
   prometheus::Histogram& request_duration;      // specserve_request_duration_seconds: arrival to final, OK requests
   prometheus::Gauge& requests_running;          // specserve_requests_running: in their round loop (gRPC and HTTP)
-  prometheus::Gauge& requests_waiting;          // specserve_requests_waiting: admitted, first round not begun
+  prometheus::Gauge& requests_waiting;          // specserve_requests_waiting: in the queue, or first round not begun
   prometheus::Histogram& queue_time;            // specserve_queue_time_seconds: arrival to the first round
 
  private:

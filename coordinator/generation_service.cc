@@ -49,20 +49,13 @@ void Log(const std::string& id, const TraceContext& trace, const char* what, con
 class GenerateCall final : public grpc::ServerWriteReactor<Resp>, public rpc::StreamHandle<Resp>::Writer {
  public:
   GenerateCall(GenerationService* svc, grpc::CallbackServerContext* ctx, const v1::GenerateRequest& req)
-      : handle_(std::make_shared<rpc::StreamHandle<Resp>>(this)), cancel_(std::make_shared<CancelGroup>()) {
+      : svc_(svc), handle_(std::make_shared<rpc::StreamHandle<Resp>>(this)), cancel_(std::make_shared<CancelGroup>()) {
     const auto arrived = std::chrono::steady_clock::now();
     std::string id = TakeRequestId(ctx);
     TraceContext trace = TakeTrace(ctx);
-    if (grpc::Status s = svc->Admit(); !s.ok()) {
-      svc->CountRequest(s);
-      Log(id, trace, "Generate", rpc::FromGrpc(s), arrived);
-      handle_->Finish(s);
-      return;
-    }
     // The worker owns copies of everything it needs: the reactor may be gone
     // before the worker returns from Finish.
-    svc->Spawn([svc, handle = handle_, cancel = cancel_, req, deadline = ctx->deadline(), arrived, id = std::move(id),
-                trace] {
+    auto work = [svc, handle = handle_, cancel = cancel_, req, deadline = ctx->deadline(), arrived, id, trace] {
       RequestContext rc = svc->Context(cancel.get(), deadline, arrived);
       rc.request_id = id;
       rc.trace = trace;
@@ -82,11 +75,22 @@ class GenerateCall final : public grpc::ServerWriteReactor<Resp>, public rpc::St
       }
       svc->EndRequest(st);  // the slot is free before the client hears the end
       handle->Finish(st);
-    });
+    };
+    ticket_ = svc->Enqueue(1, ctx->deadline(),
+                           [svc, handle = handle_, work = std::move(work), id, trace, arrived](absl::Status s) {
+                             if (s.ok()) return svc->Spawn(work);
+                             const grpc::Status st = rpc::ToGrpc(s);
+                             svc->CountRequest(st);
+                             Log(id, trace, "Generate", s, arrived);
+                             handle->Finish(st);
+                           });
   }
 
   void OnWriteDone(bool ok) override { handle_->WriteDone(ok); }
-  void OnCancel() override { cancel_->Cancel(); }
+  void OnCancel() override {
+    cancel_->Cancel();
+    svc_->Dequeue(ticket_.load());
+  }
   void OnDone() override {
     handle_->Detach();
     delete this;
@@ -95,8 +99,10 @@ class GenerateCall final : public grpc::ServerWriteReactor<Resp>, public rpc::St
   void DoFinish(const grpc::Status& s) override { Finish(s); }
 
  private:
+  GenerationService* svc_;
   std::shared_ptr<rpc::StreamHandle<Resp>> handle_;
   std::shared_ptr<CancelGroup> cancel_;
+  std::atomic<uint64_t> ticket_{0};
 };
 
 // Unary: the same run, collected into one response.
@@ -104,19 +110,12 @@ class UnaryCall final : public grpc::ServerUnaryReactor {
  public:
   UnaryCall(GenerationService* svc, grpc::CallbackServerContext* ctx, const v1::GenerateRequest& req,
             v1::GenerateUnaryResponse* resp)
-      : cancel_(std::make_shared<CancelGroup>()) {
+      : svc_(svc), cancel_(std::make_shared<CancelGroup>()) {
     const auto arrived = std::chrono::steady_clock::now();
     std::string id = TakeRequestId(ctx);
     TraceContext trace = TakeTrace(ctx);
-    if (grpc::Status s = svc->Admit(); !s.ok()) {
-      svc->CountRequest(s);
-      Log(id, trace, "GenerateUnary", rpc::FromGrpc(s), arrived);
-      Finish(s);
-      return;
-    }
     // `this` and `resp` stay valid until Finish below (OnDone comes after it).
-    svc->Spawn([this, svc, resp, req, deadline = ctx->deadline(), arrived, cancel = cancel_, id = std::move(id),
-                trace] {
+    auto work = [this, svc, resp, req, deadline = ctx->deadline(), arrived, cancel = cancel_, id, trace] {
       RequestContext rc = svc->Context(cancel.get(), deadline, arrived);
       rc.request_id = id;
       rc.trace = trace;
@@ -135,14 +134,26 @@ class UnaryCall final : public grpc::ServerUnaryReactor {
       }
       svc->EndRequest(st);  // the slot is free before the client hears the end
       Finish(st);
+    };
+    ticket_ = svc->Enqueue(1, ctx->deadline(), [this, svc, work = std::move(work), id, trace, arrived](absl::Status s) {
+      if (s.ok()) return svc->Spawn(work);
+      const grpc::Status st = rpc::ToGrpc(s);
+      svc->CountRequest(st);
+      Log(id, trace, "GenerateUnary", s, arrived);
+      Finish(st);
     });
   }
 
-  void OnCancel() override { cancel_->Cancel(); }
+  void OnCancel() override {
+    cancel_->Cancel();
+    svc_->Dequeue(ticket_.load());
+  }
   void OnDone() override { delete this; }
 
  private:
+  GenerationService* svc_;
   std::shared_ptr<CancelGroup> cancel_;
+  std::atomic<uint64_t> ticket_{0};
 };
 
 }  // namespace
@@ -178,28 +189,28 @@ grpc::ServerUnaryReactor* GenerationService::GetModelInfo(grpc::CallbackServerCo
   return r;
 }
 
-grpc::Status GenerationService::Admit() {
-  if (upstreams() == nullptr) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "waiting for the target service");
-  if (draining_.load()) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "coordinator is shutting down");
-  std::lock_guard<std::mutex> lock(mu_);
-  if (active_ >= max_requests_) {
-    return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                        "coordinator at its limit of " + std::to_string(max_requests_) + " concurrent requests");
-  }
-  ++active_;
-  return grpc::Status::OK;
-}
+GenerationService::GenerationService(CoordinatorMetrics* metrics, CoordinatorOptions opts, RequestQueue::Options queue)
+    : metrics_(metrics), opts_(opts), queue_([&] {
+        if (metrics != nullptr) {
+          queue.on_waiting = [metrics](int delta) { metrics->requests_waiting.Increment(delta); };
+        }
+        return std::move(queue);
+      }()) {}
 
-void GenerationService::Release() {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (--active_ == 0) idle_.notify_all();
+uint64_t GenerationService::Enqueue(int slots, std::chrono::system_clock::time_point deadline,
+                                    RequestQueue::Decision decide) {
+  if (upstreams() == nullptr) {
+    decide(absl::UnavailableError("waiting for the target service"));
+    return 0;
+  }
+  return queue_.Submit(slots, SteadyDeadline(deadline), std::move(decide));
 }
 
 void GenerationService::Spawn(std::function<void()> work) { std::thread(std::move(work)).detach(); }
 
 void GenerationService::EndRequest(const grpc::Status& s) {
   CountRequest(s);
-  Release();
+  queue_.Release(1);
 }
 
 RequestContext GenerationService::Context(CancelGroup* cancel, std::chrono::system_clock::time_point deadline,
@@ -215,16 +226,6 @@ RequestContext GenerationService::Context(CancelGroup* cancel, std::chrono::syst
 
 void GenerationService::CountRequest(const grpc::Status& s) {
   if (metrics_) metrics_->Requests(rpc::StatusLabel(s.error_code())).Increment();
-}
-
-int GenerationService::active() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return active_;
-}
-
-void GenerationService::WaitIdle() {
-  std::unique_lock<std::mutex> lock(mu_);
-  idle_.wait(lock, [&] { return active_ == 0; });
 }
 
 }  // namespace specserve

@@ -1,19 +1,23 @@
 // The public Generation service (proto/specserve/v1/generation.proto).
-// Callback API: each call's reactor admits or refuses at once and hands the
-// request to its own worker thread (RunGeneration blocks on the services'
-// streams; gRPC's callback threads must never block). The reactor forwards
-// the client's cancellation to the request's CancelGroup, which cancels both
-// service sessions; deadlines travel with the session contexts.
+// Callback API: each call's reactor puts the request in the coordinator's
+// queue (coordinator/request_queue.h: a run slot now, or a wait in arrival
+// order until one frees or the request's deadline or --queue-timeout-s
+// passes) and, once it may run, hands it to its own worker thread
+// (RunGeneration blocks on the services' streams; gRPC's callback threads
+// must never block). The reactor forwards the client's cancellation to the
+// queue and to the request's CancelGroup, which cancels both service
+// sessions; deadlines travel with the session contexts.
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
+#include <chrono>
+#include <cstdint>
 #include <functional>
-#include <mutex>
 
 #include <grpcpp/grpcpp.h>
 
 #include "coordinator/coordinator_metrics.h"
+#include "coordinator/request_queue.h"
 #include "coordinator/request_runner.h"
 #include "coordinator/upstreams.h"
 #include "specserve/v1/generation.grpc.pb.h"
@@ -22,8 +26,9 @@ namespace specserve {
 
 class GenerationService final : public v1::Generation::CallbackService {
  public:
-  GenerationService(CoordinatorMetrics* metrics, CoordinatorOptions opts, int max_requests)
-      : metrics_(metrics), opts_(opts), max_requests_(max_requests) {}
+  // `queue` sizes the run slots and the waiting line; its on_waiting is set
+  // here (specserve_requests_waiting counts queued requests too).
+  GenerationService(CoordinatorMetrics* metrics, CoordinatorOptions opts, RequestQueue::Options queue);
   // The target answered: start serving (calls before this get UNAVAILABLE).
   void Attach(Upstreams* upstreams) { upstreams_.store(upstreams); }
   ~GenerationService() override { WaitIdle(); }
@@ -35,16 +40,21 @@ class GenerationService final : public v1::Generation::CallbackService {
   grpc::ServerUnaryReactor* GetModelInfo(grpc::CallbackServerContext* ctx, const v1::GetModelInfoRequest* req,
                                          v1::GetModelInfoResponse* resp) override;
 
-  void StartDraining() { draining_.store(true); }
-  bool draining() const { return draining_.load(); }
-  int active() const;
-  void WaitIdle();
+  void StartDraining() { queue_.StartDraining(); }
+  bool draining() const { return queue_.draining(); }
+  int active() const { return queue_.running() + queue_.waiting(); }
+  void WaitIdle() { queue_.WaitIdle(); }
 
-  // For the calls' reactors (generation_service.cc).
-  // Takes a request slot: RESOURCE_EXHAUSTED at the limit, UNAVAILABLE while draining.
-  grpc::Status Admit();
-  // Gives back a slot Admit took for work that will not be spawned.
-  void Release();
+  // For the calls' reactors (generation_service.cc) and the HTTP choices
+  // (choice_runs.cc).
+  // Asks for `slots` run slots before `deadline`: decide(OK) when the work
+  // may start (it then ends with EndRequest per slot), else decide(why not:
+  // UNAVAILABLE before the target answered or while draining,
+  // RESOURCE_EXHAUSTED when the line is full or the wait too long,
+  // DEADLINE_EXCEEDED, CANCELLED). Returns the ticket for Dequeue.
+  uint64_t Enqueue(int slots, std::chrono::system_clock::time_point deadline, RequestQueue::Decision decide);
+  // The caller left: a request still waiting is refused with CANCELLED.
+  void Dequeue(uint64_t ticket) { queue_.Cancel(ticket); }
   // Runs the request on a new thread; the work ends with EndRequest.
   void Spawn(std::function<void()> work);
   // Counts the request's outcome and frees its slot. Called once by the
@@ -63,11 +73,7 @@ class GenerationService final : public v1::Generation::CallbackService {
   std::atomic<Upstreams*> upstreams_{nullptr};
   CoordinatorMetrics* metrics_;
   CoordinatorOptions opts_;
-  const int max_requests_;
-  std::atomic<bool> draining_{false};
-  mutable std::mutex mu_;
-  std::condition_variable idle_;
-  int active_ = 0;  // admitted requests whose worker has not finished
+  RequestQueue queue_;  // last: its timer thread stops first
 };
 
 }  // namespace specserve

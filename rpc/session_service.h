@@ -33,6 +33,7 @@
 #include "rpc/proto_convert.h"
 #include "rpc/service_metrics.h"
 #include "rpc/status_convert.h"
+#include "rpc/wait_queue.h"
 #include "rpc/work_queue.h"
 #include "spec/round.h"
 
@@ -69,6 +70,7 @@ class SessionService : public SessionSink<Req, Resp> {
     idle_timeout_ = idle_timeout;
     queue_timeout_ = queue_timeout;
     max_waiting_ = max_sessions;
+    waiting_.set_capacity(static_cast<size_t>(max_sessions));
     admission_ = std::make_unique<Admission>(max_sessions, host->backend->kv_pool().num_blocks());
     metrics_->kv_blocks_capacity.Set(host->backend->kv_pool().num_blocks());
     scheduler_ = std::thread([this] { Loop(); });
@@ -254,8 +256,8 @@ class SessionService : public SessionSink<Req, Resp> {
       ExportPrefixStats();
     }
     // Stopped: whatever is left is cancelled (the server is already shut down).
-    for (Waiting& w : waiting_) w.open.handle->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server stopped"));
-    waiting_.clear();
+    waiting_.TakeAll(
+        [](Waiting&& w) { w.open.handle->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server stopped")); });
     while (!sessions_.empty()) {
       EndSession(sessions_.begin()->first, grpc::Status(grpc::StatusCode::UNAVAILABLE, "server stopped"));
     }
@@ -286,55 +288,48 @@ class SessionService : public SessionSink<Req, Resp> {
     std::vector<Event> messages;
   };
 
-  Waiting* FindWaiting(uint64_t id) {
-    for (Waiting& w : waiting_) {
-      if (w.open.id == id) return &w;
-    }
-    return nullptr;
-  }
-
-  void StopWaiting(std::deque<Waiting>::iterator it, const grpc::Status& status) {
-    it->open.handle->Finish(status);
-    metrics_->Sessions(StatusLabel(status.error_code())).Increment();
-    LogSessionEnd(it->open.id, status);
-    waiting_.erase(it);
+  void StopWaiting(Waiting&& w, const grpc::Status& status) {
     --waiting_count_;
+    w.open.handle->Finish(status);
+    metrics_->Sessions(StatusLabel(status.error_code())).Increment();
+    LogSessionEnd(w.open.id, status);
   }
 
   // Admits waiting sessions in order while they fit; refuses those past
   // their deadline (RESOURCE_EXHAUSTED) or all of them once draining.
   void AdmitWaiting() {
+    if (admission_->draining()) {
+      waiting_.TakeAll([&](Waiting&& w) {
+        StopWaiting(std::move(w), grpc::Status(grpc::StatusCode::UNAVAILABLE, "server is shutting down"));
+      });
+    }
     const auto now = Clock::now();
-    for (auto it = waiting_.begin(); it != waiting_.end();) {
-      if (admission_->draining()) {
-        StopWaiting(it, grpc::Status(grpc::StatusCode::UNAVAILABLE, "server is shutting down"));
-        it = waiting_.begin();
-      } else if (now > it->open.deadline) {
-        StopWaiting(it, grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                                     absl::StrCat("no KV blocks or session slot within ",
-                                                  queue_timeout_.count() / 1000.0, " s (--queue-timeout-s)")));
-        it = waiting_.begin();
-      } else if (admission_->Admit(it->open.blocks).ok()) {
-        Waiting w = std::move(*it);
-        waiting_.erase(it);
-        --waiting_count_;
-        w.open.kind = Event::kOpen;
-        w.open.received = now;  // idle time counts from admission
-        Apply(w.open);
-        for (Event& m : w.messages) Apply(m);
-        it = waiting_.begin();
-      } else {
-        break;  // the oldest does not fit yet: keep the order
-      }
+    waiting_.Expire(now, [&](Waiting&& w) {
+      StopWaiting(std::move(w), grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                                             absl::StrCat("no KV blocks or session slot within ",
+                                                          queue_timeout_.count() / 1000.0, " s (--queue-timeout-s)")));
+    });
+    // The oldest first; one that does not fit yet keeps the others behind it.
+    while (Waiting* front = waiting_.Front()) {
+      if (!admission_->Admit(front->open.blocks).ok()) break;
+      Waiting w = waiting_.PopFront();
+      --waiting_count_;
+      w.open.kind = Event::kOpen;
+      w.open.received = now;  // idle time counts from admission
+      Apply(w.open);
+      for (Event& m : w.messages) Apply(m);
     }
     metrics_->sessions_waiting.Set(static_cast<double>(waiting_.size()));
   }
 
   void Apply(Event& e) {
     switch (e.kind) {
-      case Event::kWait:
-        waiting_.push_back(Waiting{std::move(e), {}});
+      case Event::kWait: {
+        const uint64_t id = e.id;
+        const Clock::time_point deadline = e.deadline;
+        waiting_.Push(id, deadline, Waiting{std::move(e), {}});
         break;
+      }
       case Event::kOpen: {
         auto [it, inserted] = sessions_.try_emplace(e.id);
         SPECSERVE_CHECK(inserted);
@@ -345,7 +340,7 @@ class SessionService : public SessionSink<Req, Resp> {
         break;
       }
       case Event::kMessage: {
-        if (Waiting* w = FindWaiting(e.id)) {
+        if (Waiting* w = waiting_.Find(e.id)) {
           w->messages.push_back(std::move(e));
           return;
         }
@@ -357,11 +352,9 @@ class SessionService : public SessionSink<Req, Resp> {
         break;
       }
       case Event::kEnd:
-        for (auto it = waiting_.begin(); it != waiting_.end(); ++it) {
-          if (it->open.id == e.id) {
-            StopWaiting(it, grpc::Status::CANCELLED);
-            return;
-          }
+        if (std::optional<Waiting> w = waiting_.Take(e.id)) {
+          StopWaiting(std::move(*w), grpc::Status::CANCELLED);
+          return;
         }
         EndSession(e.id, e.cancelled ? grpc::Status::CANCELLED : grpc::Status::OK);
         break;
@@ -382,7 +375,7 @@ class SessionService : public SessionSink<Req, Resp> {
   std::chrono::milliseconds queue_timeout_{0};
   int max_waiting_ = 0;
   std::atomic<int> waiting_count_{0};  // OnOpen reads it on gRPC threads
-  std::deque<Waiting> waiting_;        // scheduler thread only
+  WaitQueue<Waiting> waiting_{0};      // scheduler thread only; its limit is checked in Open
   std::atomic<bool> ready_{false};
   std::atomic<uint64_t> next_id_{1};
   WorkQueue<Event> queue_;

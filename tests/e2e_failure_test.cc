@@ -4,6 +4,8 @@
 // with SIGSTOP, so the event lands mid-request on a slow machine too.
 #include <gtest/gtest.h>
 
+#include <future>
+
 #include "common/tokenizer.h"
 #include "specserve/v1/internal.grpc.pb.h"
 #include "tests/e2e_harness.h"
@@ -88,7 +90,9 @@ TEST(E2eFailureTest, BadRequestsAreInvalidArgumentAndServersKeepServing) {
 TEST(E2eFailureTest, SessionAndKvLimitsGiveResourceExhausted) {
   // 80 blocks of 16 positions: a session of prompt + 1000 tokens is charged
   // the whole context (64 blocks), so one fits and two do not.
-  Cluster c(Options(true, {"--max-sessions", "2", "--kv-blocks", "80"}, {"--max-sessions", "1"}));
+  // --max-waiting 0: the coordinator refuses past its limit instead of
+  // queueing (the queue: RequestsPastTheCoordinatorLimitWaitTheirTurn).
+  Cluster c(Options(true, {"--max-sessions", "2", "--kv-blocks", "80"}, {"--max-sessions", "1", "--max-waiting", "0"}));
   ASSERT_TRUE(c.ready) << c.Logs();
   const std::string target = e2e::Loopback(c.target_port);
   DirectSession big(target, {1, 5, 6}, 1000);
@@ -123,12 +127,73 @@ TEST(E2eFailureTest, AClientRetryingAtOnceFindsTheSlotFree) {
   // That order fails this test only when the coordinator's thread is slow to
   // run after Finish (seen once under parallel load); on an idle machine the
   // window is too narrow to catch it every time.
-  Cluster c(Options(true, {}, {"--max-sessions", "1"}));
+  Cluster c(Options(true, {}, {"--max-sessions", "1", "--max-waiting", "0"}));
   ASSERT_TRUE(c.ready) << c.Logs();
   for (int i = 0; i < 40; ++i) {
     e2e::StreamResult r = e2e::Generate(*c.stub, Request(2));
     ASSERT_TRUE(r.status.ok()) << "request " << i << ": " << r.status.error_message();
   }
+}
+
+// Polls the coordinator's /metrics until `n` requests wait in its queue.
+bool WaitingBecomes(int metrics_port, double n) {
+  for (int i = 0; i < 500; ++i) {
+    if (Metric(Scrape(metrics_port), "specserve_requests_waiting") == n) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+TEST(E2eFailureTest, RequestsPastTheCoordinatorLimitWaitTheirTurn) {
+  // One request runs at a time; two may wait. The running one is held by
+  // pausing the target, so the others stay in line for as long as the test
+  // needs.
+  Cluster c(Options(true, {}, {"--max-sessions", "1", "--max-waiting", "2", "--queue-timeout-s", "60"}));
+  ASSERT_TRUE(c.ready) << c.Logs();
+  std::future<e2e::StreamResult> first_waiter, second_waiter;
+  e2e::StreamResult held = GenerateWithHook(*c.stub, Request(200), [&](grpc::ClientContext&) {
+    c.target->Signal(SIGSTOP);
+    first_waiter = std::async(std::launch::async, [&] { return e2e::Generate(*c.stub, Request(8)); });
+    ASSERT_TRUE(WaitingBecomes(c.coordinator_metrics, 1));
+    // A caller whose own deadline passes in line hears DEADLINE_EXCEEDED and
+    // leaves the line.
+    e2e::StreamResult late = e2e::Generate(*c.stub, Request(8), std::chrono::milliseconds(300));
+    EXPECT_EQ(late.status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << late.status.error_message();
+    EXPECT_TRUE(WaitingBecomes(c.coordinator_metrics, 1));
+    // A caller that cancels leaves it too.
+    {
+      grpc::ClientContext ctx;
+      auto reader = c.stub->Generate(&ctx, Request(8));
+      EXPECT_TRUE(WaitingBecomes(c.coordinator_metrics, 2));
+      ctx.TryCancel();
+      v1::GenerateResponse msg;
+      while (reader->Read(&msg)) {
+      }
+      EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+      EXPECT_TRUE(WaitingBecomes(c.coordinator_metrics, 1));
+    }
+    second_waiter = std::async(std::launch::async, [&] { return e2e::Generate(*c.stub, Request(8)); });
+    EXPECT_TRUE(WaitingBecomes(c.coordinator_metrics, 2));
+    // The line is full: refused at once, saying which flag.
+    e2e::StreamResult full = e2e::Generate(*c.stub, Request(8));
+    EXPECT_EQ(full.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << full.status.error_message();
+    EXPECT_NE(full.status.error_message().find("--max-waiting"), std::string::npos) << full.status.error_message();
+    c.target->Signal(SIGCONT);
+  });
+  ASSERT_TRUE(held.status.ok()) << held.status.error_message();
+  ASSERT_TRUE(first_waiter.valid() && second_waiter.valid());
+  // The waiters ran in turn once slots freed, with the output plain decoding gives.
+  for (std::future<e2e::StreamResult>* w : {&first_waiter, &second_waiter}) {
+    e2e::StreamResult r = w->get();
+    ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+    EXPECT_EQ(r.ids, Reference(8));
+  }
+  EXPECT_TRUE(WaitingBecomes(c.coordinator_metrics, 0));
+  const std::string m = Scrape(c.coordinator_metrics);
+  EXPECT_EQ(Metric(m, "specserve_requests_running"), 0);
+  EXPECT_GE(Metric(m, "specserve_requests_total", {"status=\"resource_exhausted\""}), 1);
+  EXPECT_TRUE(ServiceIdle(c.target_metrics));
+  EXPECT_TRUE(ServiceIdle(c.draft_metrics));
 }
 
 TEST(E2eFailureTest, DraftDeathMidRequestFallsBackWithIdenticalOutput) {

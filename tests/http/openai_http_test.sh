@@ -36,7 +36,7 @@ COORD_EXTRA=(--http-listen "127.0.0.1:$HTTP_PORT" --api-key-file "$work/api_key"
 start_stack "$work/logs"
 BASE=http://127.0.0.1:$HTTP_PORT
 deploy_log "servers up: coordinator $COORD_ADDR (HTTP $BASE), target $TARGET_ADDR, draft $DRAFT_ADDR"
-fail() { deploy_log "FAIL: $*"; tail -n 30 "$work"/logs/*.log >&2; exit 1; }
+fail() { kill -CONT "${STACK_PIDS[@]}" 2>/dev/null || true; deploy_log "FAIL: $*"; tail -n 30 "$work"/logs/*.log >&2; exit 1; }
 auth=(-H "Authorization: Bearer $key")
 
 # 1. The gRPC API's greedy answers, and the tokenizer's prompt count.
@@ -133,9 +133,10 @@ SPECSERVE_PROMPT=$prompt SPECSERVE_METRICS="http://127.0.0.1:$TARGET_METRICS_POR
 SPECSERVE_COORD_LOG=$work/logs/coordinator.log \
   node --test "$here/openai_client_test.mjs" || fail "openai client tests"
 
-# 4. A second coordinator with room for one request: a second request gets
-#    429 while a long stream runs; after SIGTERM new requests get 503 and
-#    /ready says 503, the running stream still ends with its finish and
+# 4. A second coordinator with room for one running request and one waiting:
+#    while a long stream runs, a second request waits in line and a third
+#    gets 429 at once; after SIGTERM the waiting one and new requests get 503
+#    and /ready says 503, the running stream still ends with its finish and
 #    [DONE], and the process exits 0.
 #    It renders chats with --chat-template: the text equals the gRPC API's
 #    for the prompt that template renders.
@@ -143,7 +144,7 @@ read -r C2_PORT C2_HTTP C2_METRICS <<<"$(free_ports 3)"
 printf '%s' $'{% for m in messages %}### {{ m[\'role\'] }}:\n{{ m[\'content\'] }}\n{% endfor %}{% if add_generation_prompt %}### assistant:\n{% endif %}' \
   >"$work/template.jinja"
 "$SPECSERVE_BIN/specserve-coordinator" --listen "127.0.0.1:$C2_PORT" --target "$TARGET_ADDR" --draft "$DRAFT_ADDR" \
-  --metrics-port "$C2_METRICS" --http-listen "127.0.0.1:$C2_HTTP" --max-sessions 1 --chat-template "$work/template.jinja" \
+  --metrics-port "$C2_METRICS" --http-listen "127.0.0.1:$C2_HTTP" --max-sessions 1 --max-waiting 1 --chat-template "$work/template.jinja" \
   >"$work/logs/coordinator2.log" 2>&1 &
 c2=$!
 STACK_PIDS+=("$c2")
@@ -166,22 +167,40 @@ grep -q 'chat requests render with Jinja template' "$work/logs/coordinator2.log"
 long_tokens=$("$PYTHON" -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["token_ids"]))' "$work/grpc_long.json")
 body=$("$PYTHON" -c 'import json,sys; print(json.dumps({"prompt": sys.argv[1], "max_tokens": int(sys.argv[2]),
         "temperature": 0, "stream": True, "speculative": {"drafter": "none"}}))' "$prompt" "$long_tokens")
+# The target paused first: the stream holds its slot for as long as this
+# takes.
+kill -STOP "${STACK_PIDS[0]}"
 curl -sS -N -H 'Content-Type: application/json' -H 'X-Request-Id: drain-1' -d "$body" \
   "http://127.0.0.1:$C2_HTTP/v1/completions" >"$work/drain.txt" &
 drain_curl=$!
-for i in $(seq 100); do grep -q '"text":"[^"]' "$work/drain.txt" 2>/dev/null && break; sleep 0.05; done
+# Requests the coordinator holds: running, or waiting (in its queue, or
+# before their first round).
+held() {
+  curl -sS "http://127.0.0.1:$C2_METRICS/metrics" |
+    awk '/^specserve_requests_(running|waiting) /{n += $2} END {print n + 0}'
+}
+for i in $(seq 100); do [ "$(held)" = 1 ] && break; sleep 0.05; done
 small() {
   curl -sS -o "$work/$1.json" -w '%{http_code}' -H 'Content-Type: application/json' -d '{"prompt": "x", "max_tokens": 2}' \
     "http://127.0.0.1:$C2_HTTP/v1/completions"
 }
-[ "$(small busy)" = 429 ] && grep -q '"type":"rate_limit_error"' "$work/busy.json" || fail "a second request: $(cat "$work/busy.json")"
+small queued >"$work/queued.code" &
+queued_curl=$!
+for i in $(seq 100); do [ "$(held)" = 2 ] && break; sleep 0.05; done
+[ "$(held)" = 2 ] || fail "no request waiting: $(curl -sS "http://127.0.0.1:$C2_METRICS/metrics" | grep -E '^specserve_requests_(waiting|running)')"
+[ "$(small busy)" = 429 ] && grep -q '"type":"rate_limit_error"' "$work/busy.json" && grep -q -- '--max-waiting' "$work/busy.json" \
+  || fail "a request past the waiting line: $(cat "$work/busy.json")"
 kill -TERM "$c2"
+wait "$queued_curl" || true
+[ "$(cat "$work/queued.code")" = 503 ] && grep -q '"type":"service_unavailable_error"' "$work/queued.json" \
+  || fail "a waiting request when the drain began: $(cat "$work/queued.code") $(cat "$work/queued.json")"
 for i in $(seq 40); do
   [ "$(curl -sS -o /dev/null -w '%{http_code}' "http://127.0.0.1:$C2_HTTP/ready")" = 503 ] && break
   sleep 0.02
 done
 [ "$(small draining)" = 503 ] && grep -q '"type":"service_unavailable_error"' "$work/draining.json" \
   || fail "a request while draining: $(cat "$work/draining.json")"
+kill -CONT "${STACK_PIDS[0]}"
 wait "$drain_curl" || fail "the draining stream failed"
 wait "$c2" || fail "the draining coordinator exited $?"
 grep -q '"finish_reason":"length"' "$work/drain.txt" || fail "the draining stream has no finish"
