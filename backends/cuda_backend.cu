@@ -532,83 +532,69 @@ class CudaBackend final : public Backend {
   // the device logits [R, vocab]; rows of block-less sequences to the host.
   absl::Status RunVerify(absl::Span<const ForwardSeq> batch, absl::Span<const VerifyInput* const> verify,
                          VerifyBatchOutput* out) {
-    out->results.assign(batch.size(), VerifyResult{});
-    out->first_row.assign(batch.size(), 0);
-    out->logits.clear();
-    out->verify_seconds = 0;
-    out->bytes_to_host = 0;
-    RETURN_IF_ERROR(Layout(batch));
-    if (T_ == 0) return absl::OkStatus();
-    RETURN_IF_ERROR(Embed());
-    for (int l = 0; l < c_.n_layer; ++l) RETURN_IF_ERROR(Block(l));
-    if (R_ == 0) return cuda::CudaStatus(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
-    RETURN_IF_ERROR(DeviceLogits());
-    std::vector<VerifyInput> blocks;
-    std::vector<int64_t> block_row;
-    std::vector<size_t> block_seq;
-    int64_t row = 0;
-    for (size_t i = 0; i < batch.size(); ++i) {
-      if (verify[i] != nullptr) {
-        blocks.push_back(*verify[i]);
-        block_row.push_back(row);
-        block_seq.push_back(i);
-      }
-      row += batch[i].n_logits;
-    }
-    const size_t row_bytes = static_cast<size_t>(c_.vocab) * sizeof(float);
-    ASSIGN_OR_RETURN(const int64_t host_rows,
-                     QueueHostRows(batch, [&](size_t i) { return verify[i] != nullptr; }, &out->first_row));
-    cuda::DeviceVerifyStats stats;
-    ASSIGN_OR_RETURN(std::vector<VerifyResult> results,
-                     verifier_.RunOnDevice(blocks, logits_.as<float>(), block_row, R_, stream_, &stats));
-    for (size_t j = 0; j < block_seq.size(); ++j) out->results[block_seq[j]] = results[j];
-    SPECSERVE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));  // the rows, when there were no blocks
-    out->logits.assign(reinterpret_cast<const float*>(logits_host_.get()),
-                       reinterpret_cast<const float*>(logits_host_.get()) + host_rows * c_.vocab);
-    out->verify_seconds = stats.kernel_seconds;
-    out->bytes_to_host = stats.bytes_to_host + host_rows * static_cast<int64_t>(row_bytes);
-    return absl::OkStatus();
+    return RunDeviceStep<cuda::DeviceVerifyStats>(
+        batch, verify, &out->results, &out->first_row, &out->logits, &out->verify_seconds, &out->bytes_to_host,
+        [&](const std::vector<VerifyInput>& blocks, const std::vector<int64_t>& rows, cuda::DeviceVerifyStats* stats) {
+          return verifier_.RunOnDevice(blocks, logits_.as<float>(), rows, R_, stream_, stats);
+        });
   }
 
   // Forward's sampling-step counterpart: the pass, then the draft's sampling
   // launch over the device logits [R, vocab]; rows of rule-less sequences to the host.
   absl::Status RunSample(absl::Span<const ForwardSeq> batch, absl::Span<const DraftSampleInput* const> sample,
                          SampleBatchOutput* out) {
-    out->samples.assign(batch.size(), DraftSample{});
-    out->first_row.assign(batch.size(), 0);
-    out->logits.clear();
-    out->sample_seconds = 0;
-    out->bytes_to_host = 0;
+    return RunDeviceStep<cuda::DeviceSampleStats>(
+        batch, sample, &out->samples, &out->first_row, &out->logits, &out->sample_seconds, &out->bytes_to_host,
+        [&](const std::vector<DraftSampleInput>& rules, const std::vector<int64_t>& rows,
+            cuda::DeviceSampleStats* stats) {
+          return sampler_.RunOnDevice(rules, logits_.as<float>(), rows, R_, c_.vocab, stream_, stats);
+        });
+  }
+
+  // The pass over `batch`, then `launch(inputs, rows, &stats)` (a device
+  // step over the logits [R, vocab] of the sequences i with in[i] set,
+  // `rows` where each one's rows start) giving one Result per such sequence;
+  // the rows of the other sequences are copied to the host (`logits`,
+  // `first_row`). `seconds` and `bytes_to_host` come from the launch's stats
+  // plus the copied rows.
+  template <class Stats, class In, class Result, class Launch>
+  absl::Status RunDeviceStep(absl::Span<const ForwardSeq> batch, absl::Span<const In* const> in,
+                             std::vector<Result>* results, std::vector<int64_t>* first_row,
+                             std::vector<float>* logits, double* seconds, int64_t* bytes_to_host, Launch launch) {
+    results->assign(batch.size(), Result{});
+    first_row->assign(batch.size(), 0);
+    logits->clear();
+    *seconds = 0;
+    *bytes_to_host = 0;
     RETURN_IF_ERROR(Layout(batch));
     if (T_ == 0) return absl::OkStatus();
     RETURN_IF_ERROR(Embed());
     for (int l = 0; l < c_.n_layer; ++l) RETURN_IF_ERROR(Block(l));
     if (R_ == 0) return cuda::CudaStatus(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
     RETURN_IF_ERROR(DeviceLogits());
-    std::vector<DraftSampleInput> rules;
-    std::vector<int64_t> rule_row;
-    std::vector<size_t> rule_seq;
+    std::vector<In> inputs;
+    std::vector<int64_t> input_row;
+    std::vector<size_t> input_seq;
     int64_t row = 0;
     for (size_t i = 0; i < batch.size(); ++i) {
-      if (sample[i] != nullptr) {
-        rules.push_back(*sample[i]);
-        rule_row.push_back(row);
-        rule_seq.push_back(i);
+      if (in[i] != nullptr) {
+        inputs.push_back(*in[i]);
+        input_row.push_back(row);
+        input_seq.push_back(i);
       }
       row += batch[i].n_logits;
     }
     const size_t row_bytes = static_cast<size_t>(c_.vocab) * sizeof(float);
     ASSIGN_OR_RETURN(const int64_t host_rows,
-                     QueueHostRows(batch, [&](size_t i) { return sample[i] != nullptr; }, &out->first_row));
-    cuda::DeviceSampleStats stats;
-    ASSIGN_OR_RETURN(std::vector<DraftSample> samples,
-                     sampler_.RunOnDevice(rules, logits_.as<float>(), rule_row, R_, c_.vocab, stream_, &stats));
-    for (size_t j = 0; j < rule_seq.size(); ++j) out->samples[rule_seq[j]] = std::move(samples[j]);
-    SPECSERVE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));  // the rows, when there were no rules
-    out->logits.assign(reinterpret_cast<const float*>(logits_host_.get()),
-                       reinterpret_cast<const float*>(logits_host_.get()) + host_rows * c_.vocab);
-    out->sample_seconds = stats.kernel_seconds;
-    out->bytes_to_host = stats.bytes_to_host + host_rows * static_cast<int64_t>(row_bytes);
+                     QueueHostRows(batch, [&](size_t i) { return in[i] != nullptr; }, first_row));
+    Stats stats;
+    ASSIGN_OR_RETURN(std::vector<Result> got, launch(inputs, input_row, &stats));
+    for (size_t j = 0; j < input_seq.size(); ++j) (*results)[input_seq[j]] = std::move(got[j]);
+    SPECSERVE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));  // the rows, when no launch ran
+    logits->assign(reinterpret_cast<const float*>(logits_host_.get()),
+                   reinterpret_cast<const float*>(logits_host_.get()) + host_rows * c_.vocab);
+    *seconds = stats.kernel_seconds;
+    *bytes_to_host = stats.bytes_to_host + host_rows * static_cast<int64_t>(row_bytes);
     return absl::OkStatus();
   }
 
