@@ -17,7 +17,7 @@
 // GCC 12 reports its own _mm512_undefined_* placeholders as uninitialized.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,fma,f16c")
+#pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c")
 
 namespace specserve::cpu {
 namespace {
@@ -33,17 +33,28 @@ inline float Half(const uint8_t* p) {
 }
 
 inline __m128i Load16(const uint8_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
+inline __m256i Load32(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
 
-struct DecodeF32 {
-  static void Chunk(const uint8_t* row, int64_t c, __m512& w0, __m512& w1) {
+// A decoder reads its row kGroup chunks at a time (a K-quant super-block):
+// Prepare(row, g, state) decodes what the chunks of group g share (scales)
+// once per row, then Chunk(row, c, k, state, w0, w1) widens chunk c = g *
+// kGroup + k. Decoders of self-contained 32-value blocks have no state.
+struct Ungrouped {
+  static constexpr int kGroup = 1;
+  struct State {};
+  static void Prepare(const uint8_t*, int64_t, State&) {}
+};
+
+struct DecodeF32 : Ungrouped {
+  static void Chunk(const uint8_t* row, int64_t c, int, const State&, __m512& w0, __m512& w1) {
     const float* p = reinterpret_cast<const float*>(row) + c * kChunk;
     w0 = _mm512_loadu_ps(p);
     w1 = _mm512_loadu_ps(p + 16);
   }
 };
 
-struct DecodeF16 {
-  static void Chunk(const uint8_t* row, int64_t c, __m512& w0, __m512& w1) {
+struct DecodeF16 : Ungrouped {
+  static void Chunk(const uint8_t* row, int64_t c, int, const State&, __m512& w0, __m512& w1) {
     const uint8_t* p = row + c * kChunk * 2;
     w0 = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
     w1 = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32)));
@@ -51,8 +62,8 @@ struct DecodeF16 {
 };
 
 // block_q8_0 { f16 d; i8 qs[32] }: q * d.
-struct DecodeQ8_0 {
-  static void Chunk(const uint8_t* row, int64_t c, __m512& w0, __m512& w1) {
+struct DecodeQ8_0 : Ungrouped {
+  static void Chunk(const uint8_t* row, int64_t c, int, const State&, __m512& w0, __m512& w1) {
     const uint8_t* b = row + c * 34;
     const __m512 d = _mm512_set1_ps(Half(b));
     w0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(Load16(b + 2))), d);
@@ -63,8 +74,8 @@ struct DecodeQ8_0 {
 // block_q5_0 { f16 d; u32 qh; u8 qs[16] }: element e < 16 is the low nibble
 // of qs[e] with bit e of qh above it, element 16 + e the high nibble with bit
 // 16 + e; minus 16, times d.
-struct DecodeQ5_0 {
-  static void Chunk(const uint8_t* row, int64_t c, __m512& w0, __m512& w1) {
+struct DecodeQ5_0 : Ungrouped {
+  static void Chunk(const uint8_t* row, int64_t c, int, const State&, __m512& w0, __m512& w1) {
     const uint8_t* b = row + c * 22;
     const __m512 d = _mm512_set1_ps(Half(b));
     uint32_t qh;
@@ -85,70 +96,99 @@ struct DecodeQ5_0 {
   }
 };
 
-// The 12 scale bytes of Q4_K pack eight 6-bit (scale, min) pairs.
-inline void ScaleMinK4(int j, const uint8_t* q, int* d, int* m) {
-  if (j < 4) {
-    *d = q[j] & 63;
-    *m = q[j + 4] & 63;
-  } else {
-    *d = (q[j + 4] & 0xf) | ((q[j - 4] >> 6) << 4);
-    *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-  }
-}
-
 // block_q4_K { f16 d, dmin; u8 scales[12]; u8 qs[128] }: sub-block j (32
 // values) is nibble j % 2 of qs[32 (j / 2) ..], as (d * sc) * q - dmin * m.
+// Prepare computes the eight d1 = d * sc and m1 = dmin * m of a super-block
+// (the float products DequantizeRow computes); Chunk builds the 16 values a
+// nibble can stand for, d1 * q - m1 for q = 0..15 with the same two float
+// ops in 16 lanes, and looks each nibble up in that table (vpermps reads only
+// the low 4 bits of an index, so a nibble needs no mask, only a shift by 0
+// or 4): the bits of DequantizeRow, without a conversion per value.
 struct DecodeQ4_K {
-  static void Chunk(const uint8_t* row, int64_t c, __m512& w0, __m512& w1) {
-    const uint8_t* b = row + (c / 8) * 144;
-    const int j = static_cast<int>(c % 8);
-    int sc, m;
-    ScaleMinK4(j, b + 4, &sc, &m);
-    const __m512 d1 = _mm512_set1_ps(Half(b) * static_cast<float>(sc));
-    const __m512 m1 = _mm512_set1_ps(Half(b + 2) * static_cast<float>(m));
-    const uint8_t* q = b + 16 + 32 * (j / 2);
+  static constexpr int kGroup = 8;
+  struct State {
+    float dm[16];  // d1 of sub-blocks 0..7, then m1
+    const uint8_t* qs;
+  };
+  // Lanes 0..7 of the 16 ints are the scales of sub-blocks 0..7, lanes 8..15
+  // the mins, gathered from the scale bytes as ggml's get_scale_min_k4 does:
+  // for j < 4, byte j (scale) or j + 4 (min) & 63; for j >= 4, the low
+  // (scale) or high (min) nibble of byte j + 4, with the top two bits of byte
+  // j - 4 (scale) or j (min) above it.
+  static void Prepare(const uint8_t* row, int64_t g, State& s) {
+    const uint8_t* b = row + g * 144;
+    const __m512i bytes = _mm512_cvtepu8_epi32(Load16(b + 4));  // the 12 scale bytes and 4 of qs
+    const __m512i low_at = _mm512_set_epi32(11, 10, 9, 8, 7, 6, 5, 4, 11, 10, 9, 8, 3, 2, 1, 0);
+    const __m512i high_at = _mm512_set_epi32(7, 6, 5, 4, 0, 0, 0, 0, 3, 2, 1, 0, 0, 0, 0, 0);
+    const __m512i low_shift = _mm512_set_epi32(4, 4, 4, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m512i low_mask = _mm512_set_epi32(15, 15, 15, 15, 63, 63, 63, 63, 15, 15, 15, 15, 63, 63, 63, 63);
+    const __m512i high_mask = _mm512_set_epi32(48, 48, 48, 48, 0, 0, 0, 0, 48, 48, 48, 48, 0, 0, 0, 0);
+    const __m512i low =
+        _mm512_and_si512(_mm512_srlv_epi32(_mm512_permutexvar_epi32(low_at, bytes), low_shift), low_mask);
+    const __m512i high = _mm512_and_si512(
+        _mm512_slli_epi32(_mm512_srli_epi32(_mm512_permutexvar_epi32(high_at, bytes), 6), 4), high_mask);
+    // d in lanes 0..7, dmin in 8..15.
+    uint32_t halves;
+    std::memcpy(&halves, b, sizeof(halves));
+    const __m128 d_dmin = _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(halves)));
+    const __m512 dd = _mm512_permutexvar_ps(_mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0),
+                                            _mm512_castps128_ps512(d_dmin));
+    _mm512_storeu_ps(s.dm, _mm512_mul_ps(dd, _mm512_cvtepi32_ps(_mm512_or_si512(low, high))));
+    s.qs = b + 16;
+  }
+  static void Chunk(const uint8_t*, int64_t, int j, const State& s, __m512& w0, __m512& w1) {
+    const __m512 iota = _mm512_set_ps(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+    const __m512 table = _mm512_sub_ps(_mm512_mul_ps(_mm512_set1_ps(s.dm[j]), iota), _mm512_set1_ps(s.dm[8 + j]));
+    const uint8_t* q = s.qs + 32 * (j / 2);
     const int shift = 4 * (j % 2);
-    const __m512i four = _mm512_set1_epi32(0x0F);
-    const __m512i n0 = _mm512_and_si512(_mm512_srli_epi32(_mm512_cvtepu8_epi32(Load16(q)), shift), four);
-    const __m512i n1 = _mm512_and_si512(_mm512_srli_epi32(_mm512_cvtepu8_epi32(Load16(q + 16)), shift), four);
-    w0 = _mm512_sub_ps(_mm512_mul_ps(d1, _mm512_cvtepi32_ps(n0)), m1);
-    w1 = _mm512_sub_ps(_mm512_mul_ps(d1, _mm512_cvtepi32_ps(n1)), m1);
+    const __m512i i0 = _mm512_srli_epi32(_mm512_cvtepu8_epi32(Load16(q)), shift);
+    const __m512i i1 = _mm512_srli_epi32(_mm512_cvtepu8_epi32(Load16(q + 16)), shift);
+    w0 = _mm512_permutexvar_ps(i0, table);
+    w1 = _mm512_permutexvar_ps(i1, table);
   }
 };
 
 // block_q6_K { u8 ql[128]; u8 qh[64]; i8 scales[16]; f16 d }: chunk j of a
 // super-block is row r = j % 4 of half h = j / 4; value l of it takes nibble
 // r / 2 of ql[64 h + 32 (r % 2) + l] and bits 2r of qh[32 h + l], minus 32,
-// times d * scales[8 h + 2 r + l / 16].
+// times d * scales[8 h + 2 r + l / 16]. Prepare computes the 16 products
+// d * scale of a super-block; Chunk assembles the 32 6-bit values in one
+// 256-bit register of bytes, then widens each half.
 struct DecodeQ6_K {
-  static void Chunk(const uint8_t* row, int64_t c, __m512& w0, __m512& w1) {
-    const uint8_t* b = row + (c / 8) * 210;
-    const int j = static_cast<int>(c % 8);
+  static constexpr int kGroup = 8;
+  struct State {
+    float ds[16];
+    const uint8_t* b;
+  };
+  static void Prepare(const uint8_t* row, int64_t g, State& s) {
+    const uint8_t* b = row + g * 210;
+    const __m512 sc = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(Load16(b + 192)));
+    _mm512_storeu_ps(s.ds, _mm512_mul_ps(_mm512_set1_ps(Half(b + 208)), sc));
+    s.b = b;
+  }
+  static void Chunk(const uint8_t*, int64_t, int j, const State& s, __m512& w0, __m512& w1) {
     const int h = j / 4, r = j % 4;
-    const uint8_t* ql = b + 64 * h + 32 * (r % 2);
-    const uint8_t* qh = b + 128 + 32 * h;
-    const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192) + 8 * h + 2 * r;
-    const float d = Half(b + 208);
+    const uint8_t* ql = s.b + 64 * h + 32 * (r % 2);
+    const uint8_t* qh = s.b + 128 + 32 * h;
     const int lshift = 4 * (r / 2), hshift = 2 * r;
-    const __m512i four = _mm512_set1_epi32(0x0F);
-    const __m512i two = _mm512_set1_epi32(0x03);
-    const __m512i bias = _mm512_set1_epi32(32);
-    __m512 out[2];
-    for (int k = 0; k < 2; ++k) {
-      const __m512i lo = _mm512_and_si512(_mm512_srli_epi32(_mm512_cvtepu8_epi32(Load16(ql + 16 * k)), lshift), four);
-      const __m512i hi = _mm512_and_si512(_mm512_srli_epi32(_mm512_cvtepu8_epi32(Load16(qh + 16 * k)), hshift), two);
-      const __m512i q = _mm512_sub_epi32(_mm512_or_si512(lo, _mm512_slli_epi32(hi, 4)), bias);
-      out[k] = _mm512_mul_ps(_mm512_set1_ps(d * static_cast<float>(sc[k])), _mm512_cvtepi32_ps(q));
-    }
-    w0 = out[0];
-    w1 = out[1];
+    // 16-bit shifts: the bits that cross into a byte from its neighbour are
+    // masked off.
+    const __m256i lo = _mm256_and_si256(_mm256_srli_epi16(Load32(ql), lshift), _mm256_set1_epi8(0x0F));
+    const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(Load32(qh), hshift), _mm256_set1_epi8(0x03));
+    const __m256i q = _mm256_sub_epi8(_mm256_or_si256(lo, _mm256_slli_epi16(hi, 4)), _mm256_set1_epi8(32));
+    w0 = _mm512_mul_ps(_mm512_set1_ps(s.ds[8 * h + 2 * r]),
+                       _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_castsi256_si128(q))));
+    w1 = _mm512_mul_ps(_mm512_set1_ps(s.ds[8 * h + 2 * r + 1]),
+                       _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_extracti128_si256(q, 1))));
   }
 };
 
 // R rows times T tokens, all accumulators in registers (R * T <= 24 of the
 // 32 zmm); x rows are read from cache as memory operands of the FMAs.
 // rows[0..R) may repeat a row (a short last group): its sums are computed
-// and dropped (nrows says how many are stored).
+// and dropped (nrows says how many are stored). The chunks of a group are a
+// loop, not unrolled: unrolled, GCC spilled accumulators (Q4_K passes of 5
+// and 17 tokens got slower; docs/performance_model.md).
 template <class D, int R, int T>
 void Tile(const uint8_t* const* rows, int nrows, const float* x, int64_t n, float* y, int64_t ldy) {
   __m512 acc[R][T];
@@ -157,16 +197,22 @@ void Tile(const uint8_t* const* rows, int nrows, const float* x, int64_t n, floa
 #pragma GCC unroll 32
     for (int t = 0; t < T; ++t) acc[j][t] = _mm512_setzero_ps();
   const int64_t chunks = n / kChunk;
-  for (int64_t c = 0; c < chunks; ++c) {
-    const int64_t i = c * kChunk;
+  for (int64_t c0 = 0; c0 < chunks; c0 += D::kGroup) {
+    typename D::State state[R];
 #pragma GCC unroll 32
-    for (int j = 0; j < R; ++j) {
-      __m512 w0, w1;
-      D::Chunk(rows[j], c, w0, w1);
+    for (int j = 0; j < R; ++j) D::Prepare(rows[j], c0 / D::kGroup, state[j]);
+#pragma GCC unroll 1
+    for (int k = 0; k < D::kGroup; ++k) {
+      const int64_t c = c0 + k, i = c * kChunk;
 #pragma GCC unroll 32
-      for (int t = 0; t < T; ++t) {
-        acc[j][t] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x + t * n + i), acc[j][t]);
-        acc[j][t] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x + t * n + i + 16), acc[j][t]);
+      for (int j = 0; j < R; ++j) {
+        __m512 w0, w1;
+        D::Chunk(rows[j], c, k, state[j], w0, w1);
+#pragma GCC unroll 32
+        for (int t = 0; t < T; ++t) {
+          acc[j][t] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x + t * n + i), acc[j][t]);
+          acc[j][t] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x + t * n + i + 16), acc[j][t]);
+        }
       }
     }
   }

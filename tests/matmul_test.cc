@@ -133,5 +133,73 @@ TEST(MatMulKernelTest, Avx512IsUsedWhereTheCpuHasIt) {
   EXPECT_FALSE(cpu::Avx512MatMulSupports(RandomMatrix(GgmlType::kF32, 2, 40, 5).view));
 }
 
+// The AVX-512 kernel's contract, bit for bit: each result is DequantizeRow's
+// values times x, fused multiply-adds into 16 lanes in column order (lane
+// i % 16), the lanes then summed pairwise as _mm512_reduce_add_ps does (8 + 8,
+// 4 + 4, 2 + 2, 1 + 1). Q4_K blocks cover every 6-bit scale and min in every
+// sub-block j = 0..7 and Q6_K blocks every int8 scale, with d and dmin of
+// either sign (zero included), for passes of 1..9 tokens.
+float LaneOrderDot(const float* w, const float* x, int64_t n) {
+  float lane[16] = {};
+  for (int64_t i = 0; i < n; ++i) lane[i % 16] = std::fma(w[i], x[i], lane[i % 16]);
+  float a[8], b[4];
+  for (int i = 0; i < 8; ++i) a[i] = lane[i] + lane[i + 8];
+  for (int i = 0; i < 4; ++i) b[i] = a[i] + a[i + 4];
+  return (b[0] + b[2]) + (b[1] + b[3]);
+}
+
+// Q4_K's 12 scale bytes: sub-block j's 6-bit scale and min (the inverse of
+// ggml's get_scale_min_k4).
+void PutScaleMinK4(int j, uint8_t* q, int sc, int m) {
+  if (j < 4) {
+    q[j] = static_cast<uint8_t>((q[j] & 0xC0) | sc);
+    q[j + 4] = static_cast<uint8_t>((q[j + 4] & 0xC0) | m);
+  } else {
+    q[j + 4] = static_cast<uint8_t>((sc & 0xF) | ((m & 0xF) << 4));
+    q[j - 4] = static_cast<uint8_t>((q[j - 4] & 0x3F) | ((sc >> 4) << 6));
+    q[j] = static_cast<uint8_t>((q[j] & 0x3F) | ((m >> 4) << 6));
+  }
+}
+
+TEST(MatMulKernelTest, Avx512EqualsDequantizeThenLaneOrderDotBitForBit) {
+  if (!cpu::UseAvx512MatMul()) GTEST_SKIP() << "this CPU has no AVX-512 (or SPECSERVE_CPU_KERNELS=avx2)";
+  // 16 rows of 4 super-blocks: 64 super-blocks per matrix.
+  constexpr int64_t kR = 16, kC = 1024, kBlocks = kR * kC / 256;
+  const std::vector<float> x = RandomX(9 * kC, 7);
+  for (GgmlType type : {GgmlType::kF32, GgmlType::kF16, GgmlType::kQ8_0, GgmlType::kQ5_0, GgmlType::kQ4_K,
+                        GgmlType::kQ6_K}) {
+    Matrix w = RandomMatrix(type, kR, kC, 11);
+    std::mt19937 rng(13);
+    if (type == GgmlType::kQ4_K) {
+      for (int64_t blk = 0; blk < kBlocks; ++blk) {
+        uint8_t* b = w.bytes.data() + blk * 144;
+        for (int j = 0; j < 8; ++j) PutScaleMinK4(j, b + 4, (blk + j) % 64, (5 * blk + 3 * j + 1) % 64);
+        if (blk % 16 == 3) std::memset(b, 0, 2);      // d = 0
+        if (blk % 16 == 7) std::memset(b + 2, 0, 2);  // dmin = 0
+      }
+    } else if (type == GgmlType::kQ6_K) {
+      for (int64_t blk = 0; blk < kBlocks; ++blk) {
+        for (int i = 0; i < 16; ++i) w.bytes[blk * 210 + 192 + i] = static_cast<uint8_t>(blk * 16 + i);
+      }
+    }
+    std::vector<float> row(kC), want(9 * kR);
+    for (int64_t r = 0; r < kR; ++r) {
+      DequantizeRow(type, w.view.row(r), row.data(), kC);
+      for (int64_t t = 0; t < 9; ++t) want[t * kR + r] = LaneOrderDot(row.data(), x.data() + t * kC, kC);
+    }
+    for (int64_t T = 1; T <= 9; ++T) {
+      std::vector<float> y(T * kR);
+      cpu::MatMulRowsAvx512(w.view, x.data(), T, y.data(), 0, kR);
+      for (int64_t i = 0; i < T * kR; ++i) {
+        uint32_t got_bits, want_bits;
+        std::memcpy(&got_bits, &y[i], 4);
+        std::memcpy(&want_bits, &want[i], 4);
+        ASSERT_EQ(got_bits, want_bits) << GgmlTypeName(type) << ", pass of " << T << ", token " << i / kR
+                                       << ", row " << i % kR << ": " << y[i] << " vs " << want[i];
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace specserve
