@@ -3,6 +3,7 @@
 // specserve-draft (optional; the n-gram drafter stands in when it is absent
 // or fails), with health, reflection and /metrics; with --http-listen also
 // the OpenAI-compatible HTTP API (coordinator/http_server.h).
+#include <atomic>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -172,8 +173,13 @@ int Main(int argc, char** argv) {
     if (!h.ok()) return Fail(h.status());
     http = std::move(*h);
   }
-  // Health follows the target from here on; SIGTERM ends the wait for it.
-  flags->upstreams.on_target_health = [&server](bool serving) { (*server)->SetServing(serving); };
+  // Health follows the target once the service has its upstreams (before
+  // that, SERVING would let clients in to an UNAVAILABLE answer); SIGTERM
+  // ends the wait for the target.
+  std::atomic<bool> attached{false};
+  flags->upstreams.on_target_health = [&server, &attached](bool serving) {
+    (*server)->SetServing(serving && attached.load());
+  };
   flags->upstreams.should_stop = [] { return rpc::GrpcServer::TakePendingSignal() != 0; };
   absl::StatusOr<std::unique_ptr<Upstreams>> upstreams = Upstreams::Connect(flags->upstreams);
   if (absl::IsCancelled(upstreams.status())) {
@@ -182,6 +188,7 @@ int Main(int argc, char** argv) {
   }
   if (!upstreams.ok()) return Fail(upstreams.status());
   service.Attach(upstreams->get());
+  attached.store(true);
   (*server)->SetServing(true);
   log::Info(absl::StrFormat("target %s (%s), draft %s%s, listening on port %d, metrics port %d%s",
                             flags->upstreams.target, (*upstreams)->target_info().name(),
