@@ -7,6 +7,11 @@
 #   bash bench/load_sweep.sh [--pair bundled|realistic] [--concurrency 1,2,4,8,16,32]
 #                            [--duration S] [--max-tokens N] [--json FILE] [--plot FILE.png]
 #                            [--prompts FILE.jsonl] [--limit N]
+#                            [--max-sessions N] [--max-waiting N]
+#
+# --max-sessions / --max-waiting go to the coordinator (64 / 256): with more
+# clients than --max-sessions the rest wait in its queue (their wait shows in
+# TTFT), or, with --max-waiting 0, are refused and counted as errors.
 #
 # bundled: code-target-7m with code-draft-1m (models/). realistic: the
 # inflated ~1B Q8_0 target and ~100M draft that bench/realistic.sh builds
@@ -18,6 +23,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=${SPECSERVE_BIN:-$root/build/bin}
 pair=bundled concurrency=1,2,4,8,16,32 duration=10 max_tokens=64 json="" plot="" prompts="" limit=8
+max_sessions=64 max_waiting=256
 while [ $# -gt 0 ]; do
   case $1 in
     --pair) pair=$2; shift 2 ;;
@@ -28,6 +34,8 @@ while [ $# -gt 0 ]; do
     --plot) plot=$2; shift 2 ;;
     --prompts) prompts=$2; shift 2 ;;
     --limit) limit=$2; shift 2 ;;
+    --max-sessions) max_sessions=$2; shift 2 ;;
+    --max-waiting) max_waiting=$2; shift 2 ;;
     *) echo "load_sweep.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -57,7 +65,7 @@ pids+=($!)
 "$bin/specserve-draft" --listen 127.0.0.1:$dp --model "$draft" "${dcpu[@]}" --max-sessions 64 >"$work/draft.log" 2>&1 &
 pids+=($!)
 "$bin/specserve-coordinator" --listen 127.0.0.1:$cp --target 127.0.0.1:$tp --draft 127.0.0.1:$dp \
-  --max-sessions 64 >"$work/coordinator.log" 2>&1 &
+  --max-sessions "$max_sessions" --max-waiting "$max_waiting" >"$work/coordinator.log" 2>&1 &
 pids+=($!)
 # Ready when a one-token request through the model drafter succeeds.
 for _ in $(seq 600); do
