@@ -203,16 +203,12 @@ absl::StatusOr<std::vector<DraftSample>> DeviceDraftSampler::RunOnDevice(absl::S
   args.count = args.token + B;
   args.ids = args.count + B;
   args.probs = reinterpret_cast<float*>(args.ids + static_cast<size_t>(B) * N);
-  SPECSERVE_CUDA_RETURN_IF_ERROR(cudaEventRecord(start_, stream));
-  RETURN_IF_ERROR(LaunchDraftSample(args, stream));
-  SPECSERVE_CUDA_RETURN_IF_ERROR(cudaEventRecord(stop_, stream));
-  std::vector<char> out(out_bytes);
-  SPECSERVE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(out.data(), d + o_out, out_bytes, cudaMemcpyDeviceToHost, stream));
-  SPECSERVE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
-  float ms = 0.0f;
-  SPECSERVE_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, start_, stop_));
+  std::vector<char> out;
+  double seconds = 0;
+  RETURN_IF_ERROR(TimedLaunchThenCopyBack(
+      start_, stop_, stream, [&] { return LaunchDraftSample(args, stream); }, d + o_out, out_bytes, &out, &seconds));
   if (stats != nullptr) {
-    stats->kernel_seconds = ms * 1e-3;
+    stats->kernel_seconds = seconds;
     stats->bytes_to_host = static_cast<int64_t>(out_bytes);
   }
   const int32_t* token = reinterpret_cast<const int32_t*>(out.data());

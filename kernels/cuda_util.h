@@ -102,3 +102,28 @@ absl::Status Download(const DeviceBuffer& b, size_t count, std::vector<T>* host)
     const ::absl::Status specserve_cuda_status_ = ::specserve::cuda::CudaStatus((expr), #expr); \
     if (!specserve_cuda_status_.ok()) return specserve_cuda_status_;               \
   } while (0)
+
+namespace specserve::cuda {
+
+// A small step's launch and its answer (the verify and draft-sampling
+// kernels): records `start`, runs launch() on `stream`, records `stop`,
+// copies `bytes` from `device` into `*out` (pageable: O(K) bytes per
+// sequence) and waits for the stream; `*kernel_seconds` is the device time
+// between the two events.
+template <class Launch>
+absl::Status TimedLaunchThenCopyBack(cudaEvent_t start, cudaEvent_t stop, cudaStream_t stream, Launch launch,
+                                     const void* device, size_t bytes, std::vector<char>* out,
+                                     double* kernel_seconds) {
+  SPECSERVE_CUDA_RETURN_IF_ERROR(cudaEventRecord(start, stream));
+  if (absl::Status s = launch(); !s.ok()) return s;
+  SPECSERVE_CUDA_RETURN_IF_ERROR(cudaEventRecord(stop, stream));
+  out->resize(bytes);
+  SPECSERVE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(out->data(), device, bytes, cudaMemcpyDeviceToHost, stream));
+  SPECSERVE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+  float ms = 0.0f;
+  SPECSERVE_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, start, stop));
+  *kernel_seconds = ms * 1e-3;
+  return absl::OkStatus();
+}
+
+}  // namespace specserve::cuda

@@ -442,18 +442,12 @@ absl::StatusOr<std::vector<VerifyResult>> DeviceVerifier::Launch(absl::Span<cons
   args.accept_flags = reinterpret_cast<uint8_t*>(args.next_token + B);
   args.workspace = workspace_.get();
   args.workspace_bytes = workspace_.bytes();
-  SPECSERVE_CUDA_RETURN_IF_ERROR(cudaEventRecord(start_, stream));
-  RETURN_IF_ERROR(LaunchVerifyResample(args, stream));
-  SPECSERVE_CUDA_RETURN_IF_ERROR(cudaEventRecord(stop_, stream));
-  // Pageable destination: small (O(K) per sequence), and the copy is
-  // synchronous with respect to the host once the stream is synchronised.
-  std::vector<char> out(out_bytes);
-  SPECSERVE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(out.data(), d + o_out, out_bytes, cudaMemcpyDeviceToHost, stream));
-  SPECSERVE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
-  float ms = 0.0f;
-  SPECSERVE_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, start_, stop_));
+  std::vector<char> out;
+  double seconds = 0;
+  RETURN_IF_ERROR(TimedLaunchThenCopyBack(
+      start_, stop_, stream, [&] { return LaunchVerifyResample(args, stream); }, d + o_out, out_bytes, &out, &seconds));
   if (stats != nullptr) {
-    stats->kernel_seconds = ms * 1e-3;
+    stats->kernel_seconds = seconds;
     stats->bytes_to_host = static_cast<int64_t>(out_bytes);
   }
   const int32_t* acc = reinterpret_cast<const int32_t*>(out.data());
