@@ -47,7 +47,9 @@ void KPolicy::ObserveTarget(const TargetLoad& load, double network_seconds) {
 
 int32_t KPolicy::Next() const {
   if (!script_.empty()) return script_[script_round_ % script_.size()];
-  if (!adaptive_ || rounds_ == 0) return k_;
+  // Before its first round a policy has only its initial K, unless it was
+  // given the target's load (a new request under load: coordinator/target_load_board.h).
+  if (!adaptive_ || (rounds_ == 0 && !load_.known)) return k_;
   const double a = std::clamp(acceptance_estimate(), 0.01, 0.995);
   // With the target's report, K = 0 competes and a token's verify cost is
   // what it costs the whole batch; without it, the fitted own-pass line.
@@ -71,7 +73,9 @@ int32_t KPolicy::Next() const {
       best = k;
     }
   }
-  return best;
+  // A first round knows the load but not the draft's step cost: the load
+  // may lower the initial K, never raise it.
+  return rounds_ == 0 ? std::min(best, k_) : best;
 }
 
 }  // namespace specserve

@@ -76,6 +76,14 @@ class GenerationRun {
   LoopOptions MakeLoopOptions(const Drafter* drafter) {
     LoopOptions loop;
     loop.k = plan_.k;
+    // Adaptive K starts from the target's load as other requests last saw it
+    // (coordinator/target_load_board.h) and keeps the board current.
+    if (std::optional<TargetLoadBoard::Report> r = up_.target_load().Latest()) {
+      loop.k.ObserveTarget(r->load, r->network_seconds);
+    }
+    loop.on_target_load = [this](const TargetLoad& load, double network_seconds) {
+      up_.target_load().Post(load, network_seconds);
+    };
     // The draft and target services run on their own machines: nothing stops
     // the draft from working during the verify (the n-gram drafter gains nothing).
     loop.overlap = opts_.overlap && drafter && drafter->kind() == v1::DRAFTER_MODEL;

@@ -36,6 +36,9 @@ class Loop {
       st_.Add(rec);
       opts_.k.Observe(rec.drafted, rec.accepted, rec.draft_wall, rec.verify_wall);
       opts_.k.ObserveTarget(verdict.target_load, rec.verify_wall - rec.verify_seconds);
+      if (opts_.on_target_load && verdict.target_load.known) {
+        opts_.on_target_load(verdict.target_load, rec.verify_wall - rec.verify_seconds);
+      }
       if (opts_.on_round) opts_.on_round(rec);
       if (!Emit(proposal, verdict)) {
         st_.finish_reason = "stop";

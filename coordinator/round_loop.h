@@ -44,6 +44,9 @@ struct LoopOptions {
   std::function<void(absl::Span<const TokenLogprob>)> on_logprobs;
   // Observes each verified round, before its tokens are cut.
   std::function<void(const RoundRecord&)> on_round;
+  // Receives the target's load report with each verdict that carries one,
+  // and the verify call's seconds outside the target.
+  std::function<void(const TargetLoad&, double network_seconds)> on_target_load;
   // Called when the drafter fails to open (`at_open`) or to propose, with
   // its error; returns a replacement (the n-gram drafter) or nullptr for
   // plain target decoding. Output stays exact either way.

@@ -32,6 +32,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "coordinator/target_load_board.h"
 #include "absl/status/statusor.h"
 #include "common/model_config.h"
 #include "common/tokenizer.h"
@@ -89,6 +90,8 @@ class Upstreams {
   // open the circuit. `why` is logged.
   void DraftFailed(absl::string_view why);
   bool target_serving() const { return target_serving_.load(); }
+  // The target's latest load report, posted by every request's rounds.
+  TargetLoadBoard& target_load() { return target_load_; }
 
  private:
   enum class DraftState { kNone, kUnchecked, kOk, kRefused };
@@ -116,6 +119,7 @@ class Upstreams {
   bool stopping_ = false;
   std::condition_variable stop_cv_;
   std::atomic<bool> target_serving_{true};
+  TargetLoadBoard target_load_;
   std::thread watcher_;
 };
 

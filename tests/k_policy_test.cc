@@ -2,6 +2,7 @@
 // K in [kMin, kMax] that maximises expected tokens per second from the
 // observed acceptance and the measured draft / verify costs.
 #include "coordinator/k_policy.h"
+#include "coordinator/target_load_board.h"
 
 #include <cmath>
 #include <cstdint>
@@ -238,6 +239,36 @@ TEST(KPolicyLoadAware, WithoutAReportKNeverFallsBelowOne) {
   EXPECT_FALSE(p.load_aware());
   for (int i = 0; i < 100; ++i) p.Observe(4, 0, 0.01, 0.05);
   EXPECT_EQ(p.Next(), KPolicy::kMin);
+}
+
+TEST(KPolicyLoadAware, ANewRequestStartsFromTheLoadOthersReported) {
+  // Figures the ~1B target reported under 16 clients: compute-bound, every
+  // session in every pass.
+  const TargetLoad saturated{true, 0.010, 0.025, 16, 16};
+  KPolicy fresh = KPolicy::Adaptive(4);
+  EXPECT_EQ(fresh.Next(), 4);  // nothing known: the initial K
+  fresh.ObserveTarget(saturated, 0.001);
+  EXPECT_EQ(fresh.Next(), 0);  // before its first round: plain decoding
+  // One session on an idle target whose pass costs about the same for any
+  // K (weights dominate): the load alone would draft 16, but the draft's
+  // step cost is unknown before a round, so the first K stays the initial one.
+  KPolicy idle = KPolicy::Adaptive(4);
+  idle.ObserveTarget(TargetLoad{true, 0.010, 0.00001, 1, 1}, 0.0001);
+  EXPECT_EQ(idle.Next(), 4);
+}
+
+TEST(TargetLoadBoard, KeepsTheLatestKnownReportWhileItIsFresh) {
+  TargetLoadBoard board;
+  EXPECT_FALSE(board.Latest().has_value());
+  board.Post(TargetLoad{}, 0.5);  // unknown: not posted
+  EXPECT_FALSE(board.Latest().has_value());
+  board.Post(TargetLoad{true, 0.01, 0.02, 3, 7}, 0.004);
+  board.Post(TargetLoad{true, 0.01, 0.02, 4, 9}, 0.003);
+  std::optional<TargetLoadBoard::Report> r = board.Latest();
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->load.active_sessions, 9);
+  EXPECT_DOUBLE_EQ(r->network_seconds, 0.003);
+  EXPECT_FALSE(board.Latest(std::chrono::nanoseconds(0)).has_value());  // too old for that caller
 }
 
 TEST(KPolicyLoadAware, FixedKIgnoresTheReport) {

@@ -1,0 +1,47 @@
+// The target's latest load report (spec/round.h TargetLoad), shared by the
+// coordinator's requests. Each verdict's report is posted here; a new
+// request's adaptive K starts from it (docs/round_protocol.md "K under load")
+// instead of from the default K, so that under a saturated target its first
+// round is already plain decoding and does not wait for the draft's prefill.
+// Thread-safe.
+#pragma once
+
+#include <chrono>
+#include <mutex>
+#include <optional>
+
+#include "spec/round.h"
+
+namespace specserve {
+
+class TargetLoadBoard {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  struct Report {
+    TargetLoad load;
+    double network_seconds = 0;  // the verify call's time outside the target
+  };
+
+  void Post(const TargetLoad& load, double network_seconds) {
+    if (!load.known) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    latest_ = Report{load, network_seconds};
+    posted_ = Clock::now();
+  }
+
+  // The latest report, if one came within `max_age` (an old one says
+  // nothing about the load now).
+  std::optional<Report> Latest(Clock::duration max_age = std::chrono::seconds(10)) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!latest_ || Clock::now() - posted_ > max_age) return std::nullopt;
+    return latest_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::optional<Report> latest_;
+  Clock::time_point posted_;
+};
+
+}  // namespace specserve
