@@ -25,6 +25,7 @@
 #include "spec/rng.h"
 #include "spec/sampling.h"
 #include "tests/backend_ops_harness.h"
+#include "tests/forward_step_testing.h"
 #include "tests/test_models.h"
 
 #if defined(SPECSERVE_HAVE_CUDA)
@@ -99,12 +100,6 @@ std::vector<std::unique_ptr<Seq>> MakeBatch(Backend& b, uint32_t seed, const std
   return seqs;
 }
 
-std::vector<ForwardSeq> Passes(const std::vector<std::unique_ptr<Seq>>& seqs) {
-  std::vector<ForwardSeq> passes;
-  for (const auto& s : seqs) passes.push_back(ForwardSeq{&s->kv, s->feed, s->n_logits});
-  return passes;
-}
-
 std::vector<const DraftSampleInput*> Rules(const std::vector<std::unique_ptr<Seq>>& seqs) {
   std::vector<const DraftSampleInput*> rules;
   for (const auto& s : seqs) rules.push_back(s->sampled ? &s->rule : nullptr);
@@ -116,45 +111,23 @@ std::vector<const DraftSampleInput*> Rules(const std::vector<std::unique_ptr<Seq
 void ExpectForwardSampleIsForwardThenTheHostStep(Backend& b, uint32_t seed, const std::vector<bool>& ruleless) {
   const int32_t V = b.config().vocab;
   auto seqs = MakeBatch(b, seed, ruleless);
-  std::vector<int32_t> lengths;
-  for (const auto& s : seqs) lengths.push_back(s->kv.length);
-  const std::vector<ForwardSeq> passes = Passes(seqs);
-  std::vector<float> logits;
-  ASSERT_TRUE(b.Forward(passes, &logits).ok());
-  std::vector<DraftSample> want(seqs.size());
-  std::vector<std::vector<float>> want_rows(seqs.size());
-  int64_t row = 0;
-  for (size_t i = 0; i < seqs.size(); ++i) {
-    const float* rows = logits.data() + row * V;
-    if (seqs[i]->sampled) {
-      want[i] = OldHostStep(rows, V, seqs[i]->rule);
-    } else {
-      want_rows[i].assign(rows, rows + static_cast<size_t>(seqs[i]->n_logits) * V);
-    }
-    row += seqs[i]->n_logits;
-  }
-  for (size_t i = 0; i < seqs.size(); ++i) b.kv_pool().Truncate(seqs[i]->kv, lengths[i]);
+  const std::vector<int32_t> lengths = Lengths(seqs);
+  auto sampled = [&](size_t i) { return seqs[i]->sampled; };
+  std::vector<DraftSample> want;
+  std::vector<std::vector<float>> want_rows;
+  ForwardThenHost(
+      b, seqs, sampled, [&](size_t i, const float* rows) { return OldHostStep(rows, V, seqs[i]->rule); }, &want,
+      &want_rows);
 
   const int64_t bytes_before = b.sample_bytes_to_host();
   SampleBatchOutput out;
-  absl::Status st = b.ForwardSample(passes, Rules(seqs), &out);
+  absl::Status st = b.ForwardSample(Passes(seqs), Rules(seqs), &out);
   ASSERT_TRUE(st.ok()) << st;
   ASSERT_EQ(out.samples.size(), seqs.size());
   EXPECT_EQ(b.sample_bytes_to_host() - bytes_before, out.bytes_to_host);
-  for (size_t i = 0; i < seqs.size(); ++i) {
-    EXPECT_EQ(seqs[i]->kv.length, lengths[i] + static_cast<int32_t>(seqs[i]->feed.size()));
-    if (seqs[i]->sampled) {
-      ExpectSameSample(out.samples[i], want[i], "sequence " + std::to_string(i));
-    } else {
-      ASSERT_GE(out.logits.size(), static_cast<size_t>(out.first_row[i] * V) + want_rows[i].size());
-      EXPECT_EQ(std::memcmp(out.logits.data() + out.first_row[i] * V, want_rows[i].data(),
-                            want_rows[i].size() * sizeof(float)),
-                0)
-          << "sequence " << i << "'s rows";
-    }
-  }
-  for (auto& s : seqs) b.kv_pool().Release(s->kv);
-  EXPECT_EQ(b.kv_pool().used_blocks(), 0);
+  ExpectStepOutput(b, seqs, lengths, sampled, out.logits, out.first_row, want_rows, [&](size_t i) {
+    ExpectSameSample(out.samples[i], want[i], "sequence " + std::to_string(i));
+  });
 }
 
 LoadedModel Draft(const std::string& kind) {
@@ -182,8 +155,7 @@ TEST(CpuForwardSample, BadRuleChangesNothing) {
   LoadedModel d = Draft("cpu");
   if (d.backend == nullptr) GTEST_SKIP() << "code-draft-1m not present";
   auto seqs = MakeBatch(*d.backend, 5, {false, false});
-  std::vector<int32_t> lengths;
-  for (const auto& s : seqs) lengths.push_back(s->kv.length);
+  const std::vector<int32_t> lengths = Lengths(seqs);
   SampleBatchOutput out;
   seqs[1]->rule.top_n = 0;
   absl::Status st = d.backend->ForwardSample(Passes(seqs), Rules(seqs), &out);

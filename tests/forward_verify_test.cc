@@ -20,6 +20,7 @@
 #include "spec/forward_verify.h"
 #include "spec/verify.h"
 #include "tests/backend_ops_harness.h"
+#include "tests/forward_step_testing.h"
 #include "tests/test_models.h"
 
 namespace specserve::testing {
@@ -98,72 +99,42 @@ std::vector<std::unique_ptr<Seq>> MakeBatch(Backend& b, uint32_t seed, const std
   return seqs;
 }
 
-std::vector<ForwardSeq> Passes(const std::vector<std::unique_ptr<Seq>>& seqs) {
-  std::vector<ForwardSeq> passes;
-  for (const auto& s : seqs) passes.push_back(ForwardSeq{&s->kv, s->feed, s->n_logits});
-  return passes;
-}
-
 std::vector<const VerifyInput*> Blocks(const std::vector<std::unique_ptr<Seq>>& seqs) {
   std::vector<const VerifyInput*> blocks;
   for (const auto& s : seqs) blocks.push_back(s->verified ? &s->block : nullptr);
   return blocks;
 }
 
-void Rollback(Backend& b, const std::vector<std::unique_ptr<Seq>>& seqs, const std::vector<int32_t>& lengths) {
-  for (size_t i = 0; i < seqs.size(); ++i) b.kv_pool().Truncate(seqs[i]->kv, lengths[i]);
-}
-
 // The batch through Forward + the CPU Verify, rolled back, then through
 // ForwardVerify: the same results, and the block-less rows bit for bit.
 void ExpectForwardVerifyIsForwardThenVerify(Backend& b, uint32_t seed, const std::vector<int>& ks) {
-  const int32_t V = b.config().vocab;
   auto seqs = MakeBatch(b, seed, ks);
-  std::vector<int32_t> lengths;
-  for (const auto& s : seqs) lengths.push_back(s->kv.length);
-  const std::vector<ForwardSeq> passes = Passes(seqs);
-  std::vector<float> logits;
-  ASSERT_TRUE(b.Forward(passes, &logits).ok());
-  std::vector<VerifyResult> want(seqs.size());
-  std::vector<std::vector<float>> want_rows(seqs.size());
-  int64_t row = 0;
-  for (size_t i = 0; i < seqs.size(); ++i) {
-    const float* rows = logits.data() + row * V;
-    if (seqs[i]->verified) {
-      VerifyInput in = seqs[i]->block;
-      in.target_logits = rows;
-      absl::StatusOr<VerifyResult> v = Verify(in);
-      ASSERT_TRUE(v.ok()) << v.status();
-      want[i] = *v;
-    } else {
-      want_rows[i].assign(rows, rows + static_cast<size_t>(seqs[i]->n_logits) * V);
-    }
-    row += seqs[i]->n_logits;
-  }
-  Rollback(b, seqs, lengths);
+  const std::vector<int32_t> lengths = Lengths(seqs);
+  auto verified = [&](size_t i) { return seqs[i]->verified; };
+  std::vector<VerifyResult> want;
+  std::vector<std::vector<float>> want_rows;
+  ForwardThenHost(
+      b, seqs, verified,
+      [&](size_t i, const float* rows) {
+        VerifyInput in = seqs[i]->block;
+        in.target_logits = rows;
+        absl::StatusOr<VerifyResult> v = Verify(in);
+        EXPECT_TRUE(v.ok()) << v.status();
+        return v.ok() ? *v : VerifyResult{};
+      },
+      &want, &want_rows);
 
   const int64_t bytes_before = b.verify_bytes_to_host();
   VerifyBatchOutput out;
-  absl::Status st = b.ForwardVerify(passes, Blocks(seqs), &out);
+  absl::Status st = b.ForwardVerify(Passes(seqs), Blocks(seqs), &out);
   ASSERT_TRUE(st.ok()) << st;
   ASSERT_EQ(out.results.size(), seqs.size());
   EXPECT_EQ(b.verify_bytes_to_host() - bytes_before, out.bytes_to_host);
-  for (size_t i = 0; i < seqs.size(); ++i) {
-    EXPECT_EQ(seqs[i]->kv.length, lengths[i] + static_cast<int32_t>(seqs[i]->feed.size()));
-    if (seqs[i]->verified) {
-      EXPECT_EQ(out.results[i].accepted, want[i].accepted) << "sequence " << i;
-      EXPECT_EQ(out.results[i].next_token, want[i].next_token) << "sequence " << i;
-      EXPECT_EQ(out.results[i].accept_mask, AcceptMask(want[i].accepted)) << "sequence " << i;
-    } else {
-      ASSERT_GE(out.logits.size(), static_cast<size_t>(out.first_row[i] * V) + want_rows[i].size());
-      EXPECT_EQ(std::memcmp(out.logits.data() + out.first_row[i] * V, want_rows[i].data(),
-                            want_rows[i].size() * sizeof(float)),
-                0)
-          << "sequence " << i << "'s rows";
-    }
-  }
-  for (auto& s : seqs) b.kv_pool().Release(s->kv);
-  EXPECT_EQ(b.kv_pool().used_blocks(), 0);
+  ExpectStepOutput(b, seqs, lengths, verified, out.logits, out.first_row, want_rows, [&](size_t i) {
+    EXPECT_EQ(out.results[i].accepted, want[i].accepted) << "sequence " << i;
+    EXPECT_EQ(out.results[i].next_token, want[i].next_token) << "sequence " << i;
+    EXPECT_EQ(out.results[i].accept_mask, AcceptMask(want[i].accepted)) << "sequence " << i;
+  });
 }
 
 LoadedModel Target(const std::string& kind) {
@@ -191,8 +162,7 @@ TEST(CpuForwardVerify, MalformedBlockChangesNothing) {
   LoadedModel t = Target("cpu");
   if (t.backend == nullptr) GTEST_SKIP() << "code-target-7m not present";
   auto seqs = MakeBatch(*t.backend, 5, {2, 3});
-  std::vector<int32_t> lengths;
-  for (const auto& s : seqs) lengths.push_back(s->kv.length);
+  const std::vector<int32_t> lengths = Lengths(seqs);
   seqs[1]->dists[0].probs[0] += 0.5f;  // no longer sums to 1
   VerifyBatchOutput out;
   absl::Status st = t.backend->ForwardVerify(Passes(seqs), Blocks(seqs), &out);
