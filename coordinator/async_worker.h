@@ -1,8 +1,10 @@
-// One background thread that runs one task at a time: the draft's
-// look-ahead while the target verifies (docs/round_protocol.md "Overlap").
+// One background thread that runs tasks in the order they were started: the
+// draft's look-ahead while the target verifies, and the verdicts a remote
+// drafter hears during plain rounds (docs/round_protocol.md "Overlap").
 #pragma once
 
 #include <condition_variable>
+#include <deque>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -12,7 +14,9 @@ namespace specserve {
 class AsyncWorker {
  public:
   AsyncWorker() : thread_([this] { Loop(); }) {}
+  // Runs what was started, then stops.
   ~AsyncWorker() {
+    Wait();
     {
       std::lock_guard<std::mutex> lock(mu_);
       stop_ = true;
@@ -23,41 +27,41 @@ class AsyncWorker {
   AsyncWorker(const AsyncWorker&) = delete;
   AsyncWorker& operator=(const AsyncWorker&) = delete;
 
-  // Starts `task`; the previous one must have been waited for.
+  // Queues `task` behind the ones not yet done.
   void Start(std::function<void()> task) {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      task_ = std::move(task);
-      busy_ = true;
+      tasks_.push_back(std::move(task));
+      ++pending_;
     }
     cv_.notify_all();
   }
-  // Blocks until the current task (if any) is done.
+  // Blocks until every task started so far is done.
   void Wait() {
     std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return !busy_; });
+    cv_.wait(lock, [&] { return pending_ == 0; });
   }
 
  private:
   void Loop() {
     std::unique_lock<std::mutex> lock(mu_);
     while (true) {
-      cv_.wait(lock, [&] { return stop_ || task_; });
-      if (stop_) return;
-      auto task = std::move(task_);
-      task_ = nullptr;
+      cv_.wait(lock, [&] { return stop_ || !tasks_.empty(); });
+      if (tasks_.empty()) return;  // stopping, nothing left
+      auto task = std::move(tasks_.front());
+      tasks_.pop_front();
       lock.unlock();
       task();
       lock.lock();
-      busy_ = false;
+      --pending_;
       cv_.notify_all();
     }
   }
 
   std::mutex mu_;
   std::condition_variable cv_;
-  std::function<void()> task_;
-  bool busy_ = false;
+  std::deque<std::function<void()>> tasks_;
+  int pending_ = 0;  // started, not finished
   bool stop_ = false;
   std::thread thread_;  // last: starts after the fields above exist
 };

@@ -23,6 +23,11 @@ class Loop {
       : spec_(spec), verifier_(verifier), opts_(opts), drafter_(drafter), sequence_(spec.prompt) {
     if (opts.overlap) ahead_ = std::make_unique<AsyncWorker>();
   }
+  // A request that ends on an error may leave a verdict being heard aside:
+  // it finishes before the state it writes goes.
+  ~Loop() {
+    if (ahead_) ahead_->Wait();
+  }
 
   absl::StatusOr<LoopStats> Run() {
     RETURN_IF_ERROR(verifier_.Open(spec_));
@@ -46,6 +51,7 @@ class Loop {
       }
     }
     if (st_.finish_reason.empty()) st_.finish_reason = "length";
+    if (ahead_) ahead_->Wait();  // nothing of the drafter's still runs
     if (drafter_) drafter_->Close();
     verifier_.Close();
     st_.total_seconds = Since(t_start_);
@@ -58,6 +64,7 @@ class Loop {
   // Replaces a failed drafter; the replacement resumes from the committed
   // sequence with what is left of the budget.
   void FallBack(const absl::Status& why, bool at_open) {
+    if (ahead_) ahead_->Wait();  // nothing of the old drafter's still runs
     if (drafter_) drafter_->Close();
     ++st_.fallbacks;
     owned_ = opts_.make_fallback ? opts_.make_fallback(why, at_open) : nullptr;
@@ -74,14 +81,27 @@ class Loop {
     }
   }
 
+  // A round commits at most k + 1 tokens; drafting past the budget is waste.
+  int32_t NextK() const {
+    return drafter_ ? static_cast<int32_t>(std::min<int64_t>(opts_.k.Next(), remaining() - 1)) : 0;
+  }
+  bool Aside(int32_t k) const { return k == 0 && drafter_ && drafter_->remote() && ahead_; }
+
   // Called even with k = 0 so the drafter hears every verdict in order. A
   // failed drafter is replaced and the replacement proposes this round.
   Proposal Propose(RoundRecord& rec) {
-    // The remote drafter failed while hearing the previous verdict (below).
-    if (!deferred_.ok()) FallBack(std::exchange(deferred_, absl::OkStatus()), /*at_open=*/false);
-    // A round commits at most k + 1 tokens; drafting past the budget is waste.
-    rec.k = drafter_ ? static_cast<int32_t>(std::min<int64_t>(opts_.k.Next(), remaining() - 1)) : 0;
-    if (rec.k == 0 && drafter_ && drafter_->remote() && ahead_) return HearVerdictAside(rec);
+    rec.k = NextK();
+    if (!Aside(rec.k)) {
+      // The drafter has answered every verdict it heard aside (and the
+      // look-ahead) before it proposes again; one that failed doing so is
+      // replaced now.
+      if (ahead_) ahead_->Wait();
+      if (!deferred_.ok()) {
+        FallBack(std::exchange(deferred_, absl::OkStatus()), /*at_open=*/false);
+        rec.k = NextK();
+      }
+    }
+    if (Aside(rec.k)) return HearVerdictAside(rec);
     Proposal proposal;
     proposed_ = false;
     double compute = 0;
@@ -112,14 +132,18 @@ class Loop {
   }
 
   // K = 0 (plain decoding, adaptive K under load): the remote drafter only
-  // has to hear the last verdict, so it does while the target verifies,
-  // instead of adding a round trip before every token. A failure replaces it
-  // at the next round, from the committed sequence.
+  // has to hear the last verdict, so it does on the worker, in order, while
+  // the rounds go on: a run of plain rounds never waits for the draft
+  // service. A failure (the first is kept) replaces the drafter at the next
+  // round that drafts, from the committed sequence.
   Proposal HearVerdictAside(RoundRecord& rec) {
     Drafter* d = drafter_;
     const int64_t r = draft_round_++;
     const std::optional<RoundResult> last = last_;
-    ahead_->Start([this, d, r, last] { deferred_ = d->Propose(r, last, 0).status(); });
+    ahead_->Start([this, d, r, last] {
+      absl::Status s = d->Propose(r, last, 0).status();
+      if (deferred_.ok()) deferred_ = std::move(s);  // only this thread writes it until the next Wait
+    });
     proposed_ = true;
     rec.drafter = DrafterName(d->kind());
     return Proposal{};
@@ -128,7 +152,6 @@ class Loop {
   absl::StatusOr<RoundResult> Verify(const Proposal& proposal, RoundRecord& rec) {
     const auto t0 = Clock::now();
     absl::StatusOr<RoundResult> verdict = verifier_.Verify(round_, proposal);
-    if (ahead_) ahead_->Wait();
     RETURN_IF_ERROR(verdict.status());
     rec.verify_wall = Since(t0);
     rec.accepted = verdict->accepted;
