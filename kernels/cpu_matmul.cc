@@ -180,7 +180,9 @@ void MatMulRows(const MatrixView& w, const float* x, int64_t T, float* y, int64_
 
 }  // namespace
 
-void MatMul(const MatrixView& w, const float* x, int64_t T, float* y, ThreadPool& pool) {
+void MatMul(const MatrixView& w, const float* x, int64_t T, float* y, ThreadPool& pool,
+            MatMulActivations activations) {
+  (void)activations;  // kInt8: kernels/cpu_matmul_int8.h (not yet wired)
   const int64_t tiles = (w.rows + kTile - 1) / kTile;
   pool.ParallelFor(tiles, 8, [&](int64_t b, int64_t e) {
     MatMulRows(w, x, T, y, b * kTile, std::min(w.rows, e * kTile));
