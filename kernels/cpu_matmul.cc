@@ -9,6 +9,7 @@
 
 #include "common/fp16.h"
 #include "kernels/cpu_matmul_avx512.h"
+#include "kernels/cpu_matmul_int8.h"
 #include "kernels/cpu_quant_dot.h"
 
 namespace specserve {
@@ -182,8 +183,19 @@ void MatMulRows(const MatrixView& w, const float* x, int64_t T, float* y, int64_
 
 void MatMul(const MatrixView& w, const float* x, int64_t T, float* y, ThreadPool& pool,
             MatMulActivations activations) {
-  (void)activations;  // kInt8: kernels/cpu_matmul_int8.h (not yet wired)
   const int64_t tiles = (w.rows + kTile - 1) / kTile;
+  if (activations == MatMulActivations::kInt8 && cpu::Int8MatMulSupports(w)) {
+    // x is quantized once, here, and read by every thread (kernels/cpu_matmul_int8.h).
+    // (The lambda takes a reference: naming the thread_local in it would
+    // name each worker's own, empty one.)
+    thread_local cpu::Int8Activations storage;
+    const cpu::Int8Activations& qx = storage;
+    cpu::QuantizeActivationsInt8(w.type, x, T, w.cols, storage);
+    pool.ParallelFor(tiles, 8, [&qx, &w, y](int64_t b, int64_t e) {
+      cpu::MatMulInt8Rows(w, qx, y, b * kTile, std::min(w.rows, e * kTile));
+    });
+    return;
+  }
   pool.ParallelFor(tiles, 8, [&](int64_t b, int64_t e) {
     MatMulRows(w, x, T, y, b * kTile, std::min(w.rows, e * kTile));
   });

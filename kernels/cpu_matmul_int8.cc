@@ -1,0 +1,634 @@
+#include "kernels/cpu_matmul_int8.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <string_view>
+
+#include "common/check.h"
+#include "common/fp16.h"
+#include "kernels/cpu_matmul_avx512.h"
+
+namespace specserve::cpu {
+namespace {
+
+constexpr int64_t kBlock = 32;  // activation block, and every chunk of a weight row
+constexpr int64_t kPair = 64;   // values per 16-lane step
+
+// The weight type's integer offset o (kernels/cpu_matmul_int8.h).
+int Offset(GgmlType t) {
+  switch (t) {
+    case GgmlType::kQ8_0: return 128;
+    case GgmlType::kQ5_0: return 16;
+    case GgmlType::kQ6_K: return 32;
+    default: return 0;  // Q4_K: unsigned nibbles, the min is a float term
+  }
+}
+
+inline uint16_t U16(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, sizeof(h));
+  return h;
+}
+
+void Resize(GgmlType type, int64_t T, int64_t n, Int8Activations& out) {
+  SPECSERVE_CHECK(n % kBlock == 0 && T >= 0);
+  out.type = type;
+  out.T = T;
+  out.n = n;
+  out.pairs = (n + kPair - 1) / kPair;
+  out.supers = type == GgmlType::kQ4_K ? n / 256 : 0;
+  if (out.pair.size() < static_cast<size_t>(T * out.pairs)) out.pair.resize(T * out.pairs);
+  if (out.ms.size() < static_cast<size_t>(T * out.supers)) out.ms.resize(T * out.supers);
+}
+
+// Fills the lanes of one block h (0 or 1) of a pair from q[32] and d, and
+// returns S (the sum of q).
+int32_t FinishBlock(Int8Pair& rec, int h, float d, int offset) {
+  int32_t s = 0;
+  for (int l = 8 * h; l < 8 * h + 8; ++l) {
+    int32_t s4 = 0;
+    for (int k = 0; k < 4; ++k) s4 += rec.q[4 * l + k];
+    rec.bias[l] = -offset * s4;
+    rec.d[l] = d;
+    s += s4;
+  }
+  return s;
+}
+
+// Q4_K: lanes 8..15 of the super-block's ms are d_b * float(S_b).
+void SetMs(Int8Activations& out, int64_t t, int64_t block, float d, int32_t s) {
+  if (out.supers == 0) return;
+  Float16x& m = out.ms[t * out.supers + block / 8];
+  if (block % 8 == 0) std::fill(m.v, m.v + 8, 0.0f);
+  m.v[8 + block % 8] = d * static_cast<float>(s);
+}
+
+void ZeroBlock(Int8Pair& rec, int h) {
+  std::memset(rec.q + 32 * h, 0, 32);
+  for (int l = 8 * h; l < 8 * h + 8; ++l) {
+    rec.bias[l] = 0;
+    rec.d[l] = 0.0f;
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Portable kernels (any x86-64-v3 CPU): the contract in scalar code.
+
+// q[0..32) and the returned d for the block x[0..32).
+float QuantizeBlockScalar(const float* x, int8_t* q) {
+  float amax = 0.0f;
+  bool finite = true;
+  for (int j = 0; j < kBlock; ++j) {
+    finite = finite && std::isfinite(x[j]);
+    amax = std::max(amax, std::fabs(x[j]));
+  }
+  if (!finite) {
+    std::memset(q, 0, kBlock);
+    return std::numeric_limits<float>::quiet_NaN();
+  }
+  float d = amax / 127.0f;
+  if (d < FLT_MIN) d = 0.0f;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  for (int j = 0; j < kBlock; ++j) q[j] = static_cast<int8_t>(static_cast<int>(std::nearbyint(x[j] * id)));
+  return d;
+}
+
+// A row's codes u, per-lane scales ws (16 per pair) and, for Q4_K, the dm
+// lanes of each super-block (ws of its 8 blocks, then its 8 mins).
+struct RowCodes {
+  std::vector<uint8_t> u;
+  std::vector<float> ws;
+  std::vector<float> dm;
+};
+
+void ScaleMinK4(int j, const uint8_t* q, int* d, int* m) {
+  if (j < 4) {
+    *d = q[j] & 63;
+    *m = q[j + 4] & 63;
+  } else {
+    *d = (q[j + 4] & 0xf) | ((q[j - 4] >> 6) << 4);
+    *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
+
+void DecodeRowCodes(GgmlType type, const uint8_t* row, int64_t n, RowCodes& rc) {
+  const int64_t pairs = (n + kPair - 1) / kPair;
+  rc.u.assign(pairs * kPair, 0);
+  rc.ws.assign(pairs * 16, 0.0f);
+  auto set_ws = [&](int64_t v0, int64_t count, float s) {
+    for (int64_t l = v0 / 4; l < (v0 + count) / 4; ++l) rc.ws[l] = s;
+  };
+  switch (type) {
+    case GgmlType::kQ8_0:
+      for (int64_t c = 0; c < n / kBlock; ++c) {
+        const uint8_t* b = row + 34 * c;
+        for (int j = 0; j < 32; ++j) rc.u[32 * c + j] = static_cast<uint8_t>(b[2 + j] ^ 0x80);
+        set_ws(32 * c, 32, F16ToF32(U16(b)));
+      }
+      break;
+    case GgmlType::kQ5_0:
+      for (int64_t c = 0; c < n / kBlock; ++c) {
+        const uint8_t* b = row + 22 * c;
+        uint32_t qh;
+        std::memcpy(&qh, b + 2, 4);
+        for (int j = 0; j < 32; ++j) {
+          rc.u[32 * c + j] = static_cast<uint8_t>(((b[6 + j % 16] >> (4 * (j / 16))) & 0xF) | (((qh >> j) & 1) << 4));
+        }
+        set_ws(32 * c, 32, F16ToF32(U16(b)));
+      }
+      break;
+    case GgmlType::kQ4_K:
+      rc.dm.assign(n / 256 * 16, 0.0f);
+      for (int64_t g = 0; g < n / 256; ++g) {
+        const uint8_t* b = row + 144 * g;
+        const float d = F16ToF32(U16(b)), dmin = F16ToF32(U16(b + 2));
+        for (int j = 0; j < 8; ++j) {
+          int sc, m;
+          ScaleMinK4(j, b + 4, &sc, &m);
+          const float d1 = d * static_cast<float>(sc), m1 = dmin * static_cast<float>(m);
+          rc.dm[16 * g + j] = d1;
+          rc.dm[16 * g + 8 + j] = m1;
+          for (int l = 0; l < 32; ++l) {
+            rc.u[256 * g + 32 * j + l] = static_cast<uint8_t>((b[16 + 32 * (j / 2) + l] >> (4 * (j % 2))) & 0xF);
+          }
+          set_ws(256 * g + 32 * j, 32, d1);
+        }
+      }
+      break;
+    case GgmlType::kQ6_K:
+      for (int64_t g = 0; g < n / 256; ++g) {
+        const uint8_t* b = row + 210 * g;
+        const float d = F16ToF32(U16(b + 208));
+        for (int j = 0; j < 8; ++j) {
+          const int h = j / 4, r = j % 4;
+          for (int l = 0; l < 32; ++l) {
+            const int lo = (b[64 * h + 32 * (r % 2) + l] >> (4 * (r / 2))) & 0xF;
+            const int hi = (b[128 + 32 * h + l] >> (2 * r)) & 3;
+            rc.u[256 * g + 32 * j + l] = static_cast<uint8_t>(lo | (hi << 4));
+          }
+        }
+        for (int s = 0; s < 16; ++s) {
+          set_ws(256 * g + 16 * s, 16, d * static_cast<float>(static_cast<int8_t>(b[192 + s])));
+        }
+      }
+      break;
+    default: SPECSERVE_CHECK(false && "DecodeRowCodes: unsupported type");
+  }
+}
+
+inline float ReduceLanes(const float* acc) {
+  float a[8], b[4];
+  for (int i = 0; i < 8; ++i) a[i] = acc[i] + acc[i + 8];
+  for (int i = 0; i < 4; ++i) b[i] = a[i] + a[i + 4];
+  return (b[0] + b[2]) + (b[1] + b[3]);
+}
+
+}  // namespace
+
+void QuantizeActivationsInt8Portable(GgmlType type, const float* x, int64_t T, int64_t n, Int8Activations& out) {
+  Resize(type, T, n, out);
+  const int offset = Offset(type);
+  const int64_t chunks = n / kBlock;
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t p = 0; p < out.pairs; ++p) {
+      Int8Pair& rec = out.pair[t * out.pairs + p];
+      for (int h = 0; h < 2; ++h) {
+        const int64_t c = 2 * p + h;
+        if (c >= chunks) {
+          ZeroBlock(rec, h);
+          continue;
+        }
+        const float d = QuantizeBlockScalar(x + t * n + c * kBlock, rec.q + 32 * h);
+        SetMs(out, t, c, d, FinishBlock(rec, h, d, offset));
+      }
+    }
+  }
+}
+
+void MatMulInt8RowsPortable(const MatrixView& w, const Int8Activations& a, float* y, int64_t r0, int64_t r1) {
+  SPECSERVE_CHECK(a.type == w.type && a.n == w.cols);
+  thread_local RowCodes rc;
+  const bool mins = w.type == GgmlType::kQ4_K;
+  for (int64_t r = r0; r < r1; ++r) {
+    DecodeRowCodes(w.type, w.row(r), w.cols, rc);
+    for (int64_t t = 0; t < a.T; ++t) {
+      const Int8Pair* xp = a.token(t);
+      float acc[16] = {};
+      for (int64_t p = 0; p < a.pairs; ++p) {
+        if (mins && p % 4 == 0) {
+          const float* dm = rc.dm.data() + 16 * (p / 4);
+          const float* ms = a.token_ms(t)[p / 4].v;
+          for (int l = 0; l < 16; ++l) acc[l] = std::fma(-dm[l], ms[l], acc[l]);
+        }
+        const Int8Pair& x = xp[p];
+        const uint8_t* u = rc.u.data() + kPair * p;
+        for (int l = 0; l < 16; ++l) {
+          int32_t i = mins ? 0 : x.bias[l];
+          for (int k = 0; k < 4; ++k) i += static_cast<int32_t>(u[4 * l + k]) * x.q[4 * l + k];
+          const float s = rc.ws[16 * p + l] * x.d[l];
+          acc[l] = std::fma(static_cast<float>(i), s, acc[l]);
+        }
+      }
+      y[t * w.rows + r] = ReduceLanes(acc);
+    }
+  }
+}
+
+}  // namespace specserve::cpu
+
+// ---------------------------------------------------------------------------
+// AVX-512 VNNI kernels. Everything below is compiled for AVX-512 + VNNI and
+// only called after UseVnniInt8MatMul() said the CPU has them. All headers
+// are included above, so no inline function of theirs is emitted with these
+// instructions.
+#pragma GCC push_options
+// GCC 12 reports its own _mm512_undefined_* placeholders as uninitialized.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,avx512vnni,avx2,fma,f16c")
+
+namespace specserve::cpu {
+namespace {
+
+inline __m128i Load16(const uint8_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
+inline __m256i Load32(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+
+// 16 lanes: the f16 h0 in lanes 0..7, h1 in lanes 8..15, as fp32.
+inline __m512 PairScale(uint16_t h0, uint16_t h1) {
+  const __m128 f = _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(h0 | (static_cast<uint32_t>(h1) << 16))));
+  return _mm512_permutexvar_ps(_mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0),
+                               _mm512_castps128_ps512(f));
+}
+
+// Word shift counts: lo in the low 256 bits, hi in the high 256 bits.
+inline __m512i HalfShifts(int64_t lo, int64_t hi) {
+  const int64_t l = lo * 0x0001000100010001LL, h = hi * 0x0001000100010001LL;
+  return _mm512_set_epi64(h, h, h, h, l, l, l, l);
+}
+
+// A decoder hands out a row a pair (64 values) at a time: w, the 64 codes u
+// as unsigned bytes in value order, and sw, the 16 lanes' ws. Pairs come in
+// groups of kGroup (a K-quant super-block) sharing Prepare's state. Half()
+// decodes a lone last block (rows of 32 * odd values) with the second block's
+// codes and scales zero.
+struct Ungrouped {
+  static constexpr int kGroup = 1;
+  static constexpr bool kMins = false;
+  struct State {};
+  static void Prepare(const uint8_t*, int64_t, State&) {}
+};
+
+// block_q8_0 { f16 d; i8 qs[32] }: u = qs ^ 0x80 (qs + 128).
+struct VQ8_0 : Ungrouped {
+  static constexpr int kOffset = 128;
+  static void Pair(const uint8_t* row, int64_t p, int, const State&, __m512i& w, __m512& sw) {
+    const uint8_t* b = row + 68 * p;
+    const __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(Load32(b + 2)), Load32(b + 36), 1);
+    w = _mm512_xor_si512(v, _mm512_set1_epi8(static_cast<char>(0x80)));
+    sw = PairScale(U16(b), U16(b + 34));
+  }
+  static void Half(const uint8_t* row, int64_t c, __m512i& w, __m512& sw) {
+    const uint8_t* b = row + 34 * c;
+    w = _mm512_xor_si512(_mm512_zextsi256_si512(Load32(b + 2)), _mm512_set1_epi8(static_cast<char>(0x80)));
+    sw = PairScale(U16(b), 0);
+  }
+};
+
+// block_q5_0 { f16 d; u32 qh; u8 qs[16] }: element e < 16 is the low nibble
+// of qs[e], element 16 + e the high nibble of qs[e], bit e of qh the fifth bit.
+struct VQ5_0 : Ungrouped {
+  static constexpr int kOffset = 16;
+  static __m512i Codes(__m128i s0, __m128i s1, uint64_t qh) {
+    const __m256i t = _mm256_inserti128_si256(_mm256_castsi128_si256(s0), s1, 1);
+    // 128-bit lanes qs0, qs0, qs1, qs1; the second of each pair shifted by 4.
+    const __m512i v = _mm512_permutexvar_epi64(_mm512_set_epi64(3, 2, 3, 2, 1, 0, 1, 0), _mm512_castsi256_si512(t));
+    const int64_t four = 4 * 0x0001000100010001LL;
+    const __m512i sh = _mm512_set_epi64(four, four, 0, 0, four, four, 0, 0);
+    const __m512i lo = _mm512_and_si512(_mm512_srlv_epi16(v, sh), _mm512_set1_epi8(0x0F));
+    return _mm512_mask_add_epi8(lo, _cvtu64_mask64(qh), lo, _mm512_set1_epi8(0x10));
+  }
+  static void Pair(const uint8_t* row, int64_t p, int, const State&, __m512i& w, __m512& sw) {
+    const uint8_t* b = row + 44 * p;
+    uint32_t h0, h1;
+    std::memcpy(&h0, b + 2, 4);
+    std::memcpy(&h1, b + 24, 4);
+    w = Codes(Load16(b + 6), Load16(b + 28), h0 | (static_cast<uint64_t>(h1) << 32));
+    sw = PairScale(U16(b), U16(b + 22));
+  }
+  static void Half(const uint8_t* row, int64_t c, __m512i& w, __m512& sw) {
+    const uint8_t* b = row + 22 * c;
+    uint32_t h0;
+    std::memcpy(&h0, b + 2, 4);
+    w = Codes(Load16(b + 6), _mm_setzero_si128(), h0);
+    sw = PairScale(U16(b), 0);
+  }
+};
+
+// Permutation indices: lanes 0..7 take element 2k, 8..15 element 2k + 1
+// (Q4_K's ws per block) ...
+alignas(64) constexpr int32_t kPairIdx[4][16] = {
+    {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1},
+    {2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3},
+    {4, 4, 4, 4, 4, 4, 4, 4, 5, 5, 5, 5, 5, 5, 5, 5},
+    {6, 6, 6, 6, 6, 6, 6, 6, 7, 7, 7, 7, 7, 7, 7, 7}};
+// ... and lane l element 4k + l / 4 (Q6_K's ws per 16 values).
+alignas(64) constexpr int32_t kQuadIdx[4][16] = {
+    {0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3},
+    {4, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7},
+    {8, 8, 8, 8, 9, 9, 9, 9, 10, 10, 10, 10, 11, 11, 11, 11},
+    {12, 12, 12, 12, 13, 13, 13, 13, 14, 14, 14, 14, 15, 15, 15, 15}};
+
+inline __m512i LoadIdx(const int32_t* p) { return _mm512_load_si512(p); }
+
+// block_q4_K { f16 d, dmin; u8 scales[12]; u8 qs[128] }: pair k is nibbles
+// 0 and 1 of qs[32k .. 32k + 32). Prepare stores dm: d * sc of the 8 blocks,
+// then dmin * m (the products ggml's dequantization computes).
+struct VQ4_K {
+  static constexpr int kGroup = 4;
+  static constexpr bool kMins = true;
+  static constexpr int kOffset = 0;
+  struct State {
+    alignas(64) float dm[16];
+    const uint8_t* qs;
+  };
+  static void Prepare(const uint8_t* row, int64_t g, State& s) {
+    const uint8_t* b = row + g * 144;
+    const __m512i bytes = _mm512_cvtepu8_epi32(Load16(b + 4));
+    const __m512i low_at = _mm512_set_epi32(11, 10, 9, 8, 7, 6, 5, 4, 11, 10, 9, 8, 3, 2, 1, 0);
+    const __m512i high_at = _mm512_set_epi32(7, 6, 5, 4, 0, 0, 0, 0, 3, 2, 1, 0, 0, 0, 0, 0);
+    const __m512i low_shift = _mm512_set_epi32(4, 4, 4, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m512i low_mask = _mm512_set_epi32(15, 15, 15, 15, 63, 63, 63, 63, 15, 15, 15, 15, 63, 63, 63, 63);
+    const __m512i high_mask = _mm512_set_epi32(48, 48, 48, 48, 0, 0, 0, 0, 48, 48, 48, 48, 0, 0, 0, 0);
+    const __m512i low =
+        _mm512_and_si512(_mm512_srlv_epi32(_mm512_permutexvar_epi32(low_at, bytes), low_shift), low_mask);
+    const __m512i high = _mm512_and_si512(
+        _mm512_slli_epi32(_mm512_srli_epi32(_mm512_permutexvar_epi32(high_at, bytes), 6), 4), high_mask);
+    uint32_t halves;
+    std::memcpy(&halves, b, sizeof(halves));
+    const __m128 d_dmin = _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(halves)));
+    const __m512 dd = _mm512_permutexvar_ps(_mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0),
+                                            _mm512_castps128_ps512(d_dmin));
+    _mm512_store_ps(s.dm, _mm512_mul_ps(dd, _mm512_cvtepi32_ps(_mm512_or_si512(low, high))));
+    s.qs = b + 16;
+  }
+  static void Pair(const uint8_t*, int64_t, int k, const State& s, __m512i& w, __m512& sw) {
+    const __m512i q = _mm512_broadcast_i64x4(Load32(s.qs + 32 * k));
+    w = _mm512_and_si512(_mm512_srlv_epi16(q, HalfShifts(0, 4)), _mm512_set1_epi8(0x0F));
+    sw = _mm512_permutexvar_ps(LoadIdx(kPairIdx[k]), _mm512_load_ps(s.dm));
+  }
+  static void Half(const uint8_t*, int64_t, __m512i&, __m512&) {}
+};
+
+// block_q6_K { u8 ql[128]; u8 qh[64]; i8 scales[16]; f16 d }: pair k = 2h +
+// r2 holds rows 2 r2 and 2 r2 + 1 of half h: nibble r2 of ql[64h .. 64h + 64),
+// bits 2 r (r = 2 r2 in the low 32 values, 2 r2 + 1 in the high) of
+// qh[32h .. 32h + 32) above it. Prepare stores d * scales[16].
+struct VQ6_K {
+  static constexpr int kGroup = 4;
+  static constexpr bool kMins = false;
+  static constexpr int kOffset = 32;
+  struct State {
+    alignas(64) float ds[16];
+    const uint8_t* b;
+  };
+  static void Prepare(const uint8_t* row, int64_t g, State& s) {
+    const uint8_t* b = row + g * 210;
+    const __m512 sc = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(Load16(b + 192)));
+    _mm512_store_ps(s.ds, _mm512_mul_ps(_mm512_set1_ps(F16ToF32(U16(b + 208))), sc));
+    s.b = b;
+  }
+  static void Pair(const uint8_t*, int64_t, int k, const State& s, __m512i& w, __m512& sw) {
+    const int h = k / 2, odd = k % 2;
+    __m512i ql = _mm512_loadu_si512(s.b + 64 * h);
+    if (odd) ql = _mm512_srli_epi16(ql, 4);
+    const __m512i lo = _mm512_and_si512(ql, _mm512_set1_epi8(0x0F));
+    const __m512i qh = _mm512_broadcast_i64x4(Load32(s.b + 128 + 32 * h));
+    // Bits 2r, 2r + 1 to bits 4, 5: r = 0, 1 shift left by 4, 2; r = 2, 3
+    // right by 0, 2 (16-bit shifts; the bits that cross bytes are masked off).
+    const __m512i hi = odd ? _mm512_srlv_epi16(qh, HalfShifts(0, 2)) : _mm512_sllv_epi16(qh, HalfShifts(4, 2));
+    w = _mm512_ternarylogic_epi32(lo, hi, _mm512_set1_epi8(0x30), 0xF8);  // lo | (hi & 0x30)
+    sw = _mm512_permutexvar_ps(LoadIdx(kQuadIdx[k]), _mm512_load_ps(s.ds));
+  }
+  static void Half(const uint8_t*, int64_t, __m512i&, __m512&) {}
+};
+
+// One pair of one token into one accumulator: the exact integer dot (the
+// bias, -o * S4, preloaded), then acc = fma(float(i), ws * d, acc).
+template <class D>
+inline void Step(const __m512i& w, const __m512& sw, const Int8Pair& x, __m512& acc) {
+  __m512i i = D::kOffset != 0 ? _mm512_load_si512(x.bias) : _mm512_setzero_si512();
+  i = _mm512_dpbusd_epi32(i, w, _mm512_load_si512(x.q));
+  acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i), _mm512_mul_ps(sw, _mm512_load_ps(x.d)), acc);
+}
+
+// R rows times T tokens, all accumulators in registers. rows[0..R) may
+// repeat a row (a short last group): its sums are computed and dropped.
+template <class D, int R, int T>
+void Tile(const uint8_t* const* rows, int nrows, const Int8Activations& a, int64_t t0, float* y, int64_t ldy) {
+  __m512 acc[R][T];
+#pragma GCC unroll 32
+  for (int j = 0; j < R; ++j)
+#pragma GCC unroll 32
+    for (int t = 0; t < T; ++t) acc[j][t] = _mm512_setzero_ps();
+  const Int8Pair* xs[T];
+  for (int t = 0; t < T; ++t) xs[t] = a.token(t0 + t);
+  const int64_t chunks = a.n / kBlock, full = chunks / 2;
+  for (int64_t p0 = 0; p0 < full; p0 += D::kGroup) {
+    typename D::State state[R];
+#pragma GCC unroll 32
+    for (int j = 0; j < R; ++j) D::Prepare(rows[j], p0 / D::kGroup, state[j]);
+    if constexpr (D::kMins) {
+#pragma GCC unroll 32
+      for (int j = 0; j < R; ++j) {
+        const __m512 dm = _mm512_load_ps(state[j].dm);
+#pragma GCC unroll 32
+        for (int t = 0; t < T; ++t) {
+          acc[j][t] = _mm512_fnmadd_ps(dm, _mm512_load_ps(a.token_ms(t0 + t)[p0 / 4].v), acc[j][t]);
+        }
+      }
+    }
+#pragma GCC unroll 1
+    for (int k = 0; k < D::kGroup; ++k) {
+      const int64_t p = p0 + k;
+#pragma GCC unroll 32
+      for (int j = 0; j < R; ++j) {
+        __m512i w;
+        __m512 sw;
+        D::Pair(rows[j], p, k, state[j], w, sw);
+#pragma GCC unroll 32
+        for (int t = 0; t < T; ++t) Step<D>(w, sw, xs[t][p], acc[j][t]);
+      }
+    }
+  }
+  if constexpr (D::kGroup == 1) {
+    if (chunks % 2 != 0) {
+#pragma GCC unroll 32
+      for (int j = 0; j < R; ++j) {
+        __m512i w;
+        __m512 sw;
+        D::Half(rows[j], chunks - 1, w, sw);
+#pragma GCC unroll 32
+        for (int t = 0; t < T; ++t) Step<D>(w, sw, xs[t][full], acc[j][t]);
+      }
+    }
+  }
+  for (int j = 0; j < nrows; ++j)
+    for (int t = 0; t < T; ++t) y[t * ldy + j] = _mm512_reduce_add_ps(acc[j][t]);
+}
+
+constexpr int RowsFor(int T) { return T <= 3 ? 8 : T <= 4 ? 6 : T <= 6 ? 4 : 3; }
+
+template <class D, int T>
+void Group(const MatrixView& w, const Int8Activations& a, int64_t t0, float* y, int64_t r0, int64_t r1) {
+  constexpr int R = RowsFor(T);
+  for (int64_t r = r0; r < r1; r += R) {
+    const int nrows = static_cast<int>(std::min<int64_t>(R, r1 - r));
+    const uint8_t* rows[R];
+    for (int j = 0; j < R; ++j) rows[j] = w.row(r + (j < nrows ? j : 0));
+    Tile<D, R, T>(rows, nrows, a, t0, y + r, w.rows);
+  }
+}
+
+template <class D>
+void GroupOf(int T, const MatrixView& w, const Int8Activations& a, int64_t t0, float* y, int64_t r0, int64_t r1) {
+  switch (T) {
+    case 1: return Group<D, 1>(w, a, t0, y, r0, r1);
+    case 2: return Group<D, 2>(w, a, t0, y, r0, r1);
+    case 3: return Group<D, 3>(w, a, t0, y, r0, r1);
+    case 4: return Group<D, 4>(w, a, t0, y, r0, r1);
+    case 5: return Group<D, 5>(w, a, t0, y, r0, r1);
+    case 6: return Group<D, 6>(w, a, t0, y, r0, r1);
+    case 7: return Group<D, 7>(w, a, t0, y, r0, r1);
+    default: return Group<D, 8>(w, a, t0, y, r0, r1);
+  }
+}
+
+// As in the fp32 kernel: the weights stream from DRAM once per 24 tokens, a
+// block of 24 rows read from DRAM by the first group of <= 8 tokens and from
+// cache by the others.
+constexpr int kStreamTokens = 24;
+constexpr int64_t kRowBlock = 24;
+constexpr int kGroupTokens = 8;
+
+template <class D>
+void Rows(const MatrixView& w, const Int8Activations& a, float* y, int64_t r0, int64_t r1) {
+  const int64_t T = a.T;
+  for (int64_t t0 = 0; t0 < T; t0 += kStreamTokens) {
+    const int nt = static_cast<int>(std::min<int64_t>(kStreamTokens, T - t0));
+    const int groups = (nt + kGroupTokens - 1) / kGroupTokens;
+    for (int64_t rb = r0; rb < r1; rb += kRowBlock) {
+      const int64_t re = std::min(r1, rb + kRowBlock);
+      for (int g = 0, t = 0; g < groups; ++g) {
+        const int size = (nt - t) / (groups - g);
+        GroupOf<D>(size, w, a, t0 + t, y + (t0 + t) * w.rows, rb, re);
+        t += size;
+      }
+    }
+  }
+}
+
+// One block of 32 values into half h of rec; returns d.
+inline float QuantizeBlockVnni(const float* x, Int8Pair& rec, int h) {
+  const __m512 v0 = _mm512_loadu_ps(x), v1 = _mm512_loadu_ps(x + 16);
+  // QNaN, +inf, -inf, SNaN.
+  if ((_mm512_fpclass_ps_mask(v0, 0x99) | _mm512_fpclass_ps_mask(v1, 0x99)) != 0) {
+    std::memset(rec.q + 32 * h, 0, 32);
+    return std::numeric_limits<float>::quiet_NaN();
+  }
+  const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+  float d = amax / 127.0f;
+  if (d < FLT_MIN) d = 0.0f;
+  const __m512 id = _mm512_set1_ps(d != 0.0f ? 1.0f / d : 0.0f);
+  constexpr int kRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+  const __m512i q0 = _mm512_cvt_roundps_epi32(_mm512_mul_ps(v0, id), kRound);
+  const __m512i q1 = _mm512_cvt_roundps_epi32(_mm512_mul_ps(v1, id), kRound);
+  _mm_store_si128(reinterpret_cast<__m128i*>(rec.q + 32 * h), _mm512_cvtepi32_epi8(q0));
+  _mm_store_si128(reinterpret_cast<__m128i*>(rec.q + 32 * h + 16), _mm512_cvtepi32_epi8(q1));
+  return d;
+}
+
+void QuantizeVnni(GgmlType type, const float* x, int64_t T, int64_t n, Int8Activations& out) {
+  Resize(type, T, n, out);
+  const int64_t chunks = n / kBlock;
+  const __m512i neg_offset = _mm512_set1_epi32(-Offset(type));
+  const __m512i ones = _mm512_set1_epi8(1);
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t p = 0; p < out.pairs; ++p) {
+      Int8Pair& rec = out.pair[t * out.pairs + p];
+      const int64_t c = 2 * p;
+      const float d0 = QuantizeBlockVnni(x + t * n + c * kBlock, rec, 0);
+      float d1 = 0.0f;
+      if (c + 1 < chunks) {
+        d1 = QuantizeBlockVnni(x + t * n + (c + 1) * kBlock, rec, 1);
+      } else {
+        std::memset(rec.q + 32, 0, 32);
+      }
+      // S4: the sums of 4 q per lane (1 * q); the bias -o * S4.
+      const __m512i s4 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, _mm512_load_si512(rec.q));
+      _mm512_store_si512(rec.bias, _mm512_mullo_epi32(s4, neg_offset));
+      _mm512_store_ps(rec.d, _mm512_insertf32x8(_mm512_set1_ps(d0), _mm256_set1_ps(d1), 1));
+      if (out.supers != 0) {
+        SetMs(out, t, c, d0, _mm512_mask_reduce_add_epi32(0x00FF, s4));
+        if (c + 1 < chunks) SetMs(out, t, c + 1, d1, _mm512_mask_reduce_add_epi32(0xFF00, s4));
+      }
+    }
+  }
+}
+
+void RowsVnni(const MatrixView& w, const Int8Activations& a, float* y, int64_t r0, int64_t r1) {
+  switch (w.type) {
+    case GgmlType::kQ8_0: return Rows<VQ8_0>(w, a, y, r0, r1);
+    case GgmlType::kQ5_0: return Rows<VQ5_0>(w, a, y, r0, r1);
+    case GgmlType::kQ4_K: return Rows<VQ4_K>(w, a, y, r0, r1);
+    case GgmlType::kQ6_K: return Rows<VQ6_K>(w, a, y, r0, r1);
+    default: SPECSERVE_CHECK(false && "MatMulInt8Rows: unsupported type");
+  }
+}
+
+}  // namespace
+}  // namespace specserve::cpu
+
+#pragma GCC diagnostic pop
+#pragma GCC pop_options
+
+namespace specserve::cpu {
+
+bool Int8MatMulSupports(const MatrixView& w) {
+  if (w.cols % kBlock != 0) return false;
+  switch (w.type) {
+    case GgmlType::kQ8_0:
+    case GgmlType::kQ5_0:
+    case GgmlType::kQ4_K:
+    case GgmlType::kQ6_K:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool UseVnniInt8MatMul() {
+  static const bool use = [] {
+    __builtin_cpu_init();
+    return UseAvx512MatMul() && __builtin_cpu_supports("avx512vnni");
+  }();
+  return use;
+}
+
+void QuantizeActivationsInt8(GgmlType type, const float* x, int64_t T, int64_t n, Int8Activations& out) {
+  if (UseVnniInt8MatMul()) return QuantizeVnni(type, x, T, n, out);
+  QuantizeActivationsInt8Portable(type, x, T, n, out);
+}
+
+void MatMulInt8Rows(const MatrixView& w, const Int8Activations& a, float* y, int64_t r0, int64_t r1) {
+  SPECSERVE_CHECK(a.type == w.type && a.n == w.cols);
+  if (UseVnniInt8MatMul()) return RowsVnni(w, a, y, r0, r1);
+  MatMulInt8RowsPortable(w, a, y, r0, r1);
+}
+
+}  // namespace specserve::cpu

@@ -1,0 +1,480 @@
+// The int8-activation matrix kernels (kernels/cpu_matmul_int8.h, MatMul with
+// MatMulActivations::kInt8): bit for bit against a plain scalar model of the
+// documented numerics (quantization, integer codes, per-lane float order,
+// lane reduction) for Q8_0, Q5_0, Q4_K and Q6_K on shapes of several tiles
+// with ragged ends; the same bits whatever the pass width and thread count
+// (batch invariance); close to the fp32 path; edge-case activation blocks;
+// the portable kernels give the bits of the AVX-512 VNNI ones.
+#include <cfloat>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "common/fp16.h"
+#include "common/quantize.h"
+#include "common/tensor_types.h"
+#include "common/thread_pool.h"
+#include "common/weights.h"
+#include "kernels/cpu_matmul.h"
+#include "kernels/cpu_matmul_int8.h"
+
+namespace specserve {
+namespace {
+
+struct Matrix {
+  std::vector<uint8_t> bytes;
+  MatrixView view;
+};
+
+// Realistic weights: normal values quantized with QuantizeRow.
+Matrix QuantizedMatrix(GgmlType type, int64_t rows, int64_t cols, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.f, 0.05f);
+  Matrix m;
+  const uint64_t row_bytes = RowBytes(type, cols);
+  m.bytes.resize(rows * row_bytes);
+  std::vector<float> row(cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (float& v : row) v = normal(rng);
+    QuantizeRow(type, row.data(), m.bytes.data() + r * row_bytes, cols);
+  }
+  m.view = MatrixView{type, m.bytes.data(), rows, cols, row_bytes};
+  return m;
+}
+
+// Random bytes (every code, every 6-bit scale and min), every f16 scale field
+// a small finite value of either sign.
+Matrix RandomBytesMatrix(GgmlType type, int64_t rows, int64_t cols, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.f, 0.01f);
+  Matrix m;
+  const uint64_t row_bytes = RowBytes(type, cols);
+  m.bytes.resize(rows * row_bytes);
+  for (auto& b : m.bytes) b = static_cast<uint8_t>(rng());
+  size_t block = 0;
+  std::vector<size_t> halves;
+  switch (type) {
+    case GgmlType::kQ8_0: block = 34, halves = {0}; break;
+    case GgmlType::kQ5_0: block = 22, halves = {0}; break;
+    case GgmlType::kQ4_K: block = 144, halves = {0, 2}; break;
+    case GgmlType::kQ6_K: block = 210, halves = {208}; break;
+    default: ADD_FAILURE() << "no layout for type " << static_cast<int>(type);
+  }
+  for (size_t off = 0; off + block <= m.bytes.size(); off += block) {
+    for (size_t h : halves) {
+      const uint16_t v = F32ToF16(normal(rng));
+      std::memcpy(m.bytes.data() + off + h, &v, 2);
+    }
+  }
+  m.view = MatrixView{type, m.bytes.data(), rows, cols, row_bytes};
+  return m;
+}
+
+std::vector<float> RandomX(int64_t n, uint32_t seed, float sigma = 1.f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.f, sigma);
+  std::vector<float> x(n);
+  for (float& v : x) v = normal(rng);
+  return x;
+}
+
+uint32_t Bits(float f) {
+  uint32_t b;
+  std::memcpy(&b, &f, 4);
+  return b;
+}
+
+// ---------------------------------------------------------------------------
+// The scalar model of kernels/cpu_matmul_int8.h's numerics, written from the
+// header's description and ggml's block layouts (not from the kernel code).
+
+struct RefToken {
+  std::vector<int> q;    // [n]
+  std::vector<float> d;  // [n / 32]
+};
+
+RefToken RefQuantize(const float* x, int64_t n) {
+  RefToken tok;
+  tok.q.assign(n, 0);
+  tok.d.assign(n / 32, 0.f);
+  for (int64_t b = 0; b < n / 32; ++b) {
+    const float* xb = x + 32 * b;
+    bool finite = true;
+    float amax = 0.f;
+    for (int j = 0; j < 32; ++j) {
+      if (!std::isfinite(xb[j])) finite = false;
+      if (std::fabs(xb[j]) > amax) amax = std::fabs(xb[j]);
+    }
+    if (!finite) {
+      tok.d[b] = std::numeric_limits<float>::quiet_NaN();
+      continue;
+    }
+    float d = amax / 127.f;
+    if (d < FLT_MIN) d = 0.f;
+    const float id = d == 0.f ? 0.f : 1.f / d;
+    tok.d[b] = d;
+    for (int j = 0; j < 32; ++j) {
+      const float v = xb[j] * id;
+      const float r = std::nearbyint(v);
+      EXPECT_LE(std::fabs(r), 127.f);
+      tok.q[32 * b + j] = static_cast<int>(r);
+    }
+  }
+  return tok;
+}
+
+struct RefRow {
+  std::vector<int> u;     // [n] unsigned codes
+  int o = 0;              // offset
+  std::vector<float> ws;  // [n] float scale of each value
+  std::vector<float> m1;  // [n / 32] Q4_K mins
+};
+
+int ScaleMin(int j, const uint8_t* s, bool min) {
+  if (j < 4) return s[j + (min ? 4 : 0)] & 63;
+  if (!min) return (s[j + 4] & 0xF) | ((s[j - 4] >> 6) << 4);
+  return (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+}
+
+float Half(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return F16ToF32(h);
+}
+
+RefRow RefDecode(GgmlType type, const uint8_t* row, int64_t n) {
+  RefRow rr;
+  rr.u.resize(n);
+  rr.ws.resize(n);
+  rr.m1.assign(n / 32, 0.f);
+  for (int64_t i = 0; i < n; ++i) {
+    switch (type) {
+      case GgmlType::kQ8_0: {
+        const uint8_t* b = row + 34 * (i / 32);
+        rr.u[i] = static_cast<int8_t>(b[2 + i % 32]) + 128;
+        rr.o = 128;
+        rr.ws[i] = Half(b);
+        break;
+      }
+      case GgmlType::kQ5_0: {
+        const uint8_t* b = row + 22 * (i / 32);
+        const int e = static_cast<int>(i % 32);
+        uint32_t qh;
+        std::memcpy(&qh, b + 2, 4);
+        const int nib = e < 16 ? (b[6 + e] & 0xF) : (b[6 + e - 16] >> 4);
+        rr.u[i] = nib | static_cast<int>(((qh >> e) & 1) << 4);
+        rr.o = 16;
+        rr.ws[i] = Half(b);
+        break;
+      }
+      case GgmlType::kQ4_K: {
+        // ggml dequantize_row_q4_K: 64 values per 32 bytes of qs, low
+        // nibbles first, each half with its own scale and min.
+        const uint8_t* b = row + 144 * (i / 256);
+        const int v = static_cast<int>(i % 256), j = v / 32, l = v % 32;
+        const uint8_t q = b[16 + 32 * (j / 2) + l];
+        rr.u[i] = j % 2 == 0 ? (q & 0xF) : (q >> 4);
+        rr.o = 0;
+        rr.ws[i] = Half(b) * static_cast<float>(ScaleMin(j, b + 4, false));
+        rr.m1[i / 32] = Half(b + 2) * static_cast<float>(ScaleMin(j, b + 4, true));
+        break;
+      }
+      case GgmlType::kQ6_K: {
+        // ggml dequantize_row_q6_K: halves of 128 values; value l of row r
+        // of a half from ql[l + 32 (r % 2)] nibble r / 2, qh[l] bits 2r.
+        const uint8_t* b = row + 210 * (i / 256);
+        const int v = static_cast<int>(i % 256), h = v / 128, r = (v % 128) / 32, l = v % 32;
+        const uint8_t* ql = b + 64 * h;
+        const uint8_t* qh = b + 128 + 32 * h;
+        const int lo = r < 2 ? (ql[l + 32 * (r % 2)] & 0xF) : (ql[l + 32 * (r % 2)] >> 4);
+        rr.u[i] = lo | (((qh[l] >> (2 * r)) & 3) << 4);
+        rr.o = 32;
+        rr.ws[i] = Half(b + 208) * static_cast<float>(static_cast<int8_t>(b[192 + v / 16]));
+        break;
+      }
+      default: ADD_FAILURE();
+    }
+  }
+  return rr;
+}
+
+float RefDot(GgmlType type, const RefRow& w, const RefToken& x, int64_t n) {
+  float acc[16] = {};
+  const int64_t pairs = (n + 63) / 64;
+  for (int64_t p = 0; p < pairs; ++p) {
+    if (type == GgmlType::kQ4_K && p % 4 == 0) {
+      const int64_t g = p / 4;
+      for (int l = 0; l < 16; ++l) {
+        float dm, ms;
+        if (l < 8) {
+          dm = w.ws[256 * g + 32 * l];
+          ms = 0.f;
+        } else {
+          const int64_t blk = 8 * g + l - 8;
+          int s = 0;
+          for (int j = 0; j < 32; ++j) s += x.q[32 * blk + j];
+          dm = w.m1[blk];
+          ms = x.d[blk] * static_cast<float>(s);
+        }
+        acc[l] = std::fma(-dm, ms, acc[l]);
+      }
+    }
+    for (int l = 0; l < 16; ++l) {
+      const int64_t v0 = 64 * p + 4 * l;
+      int32_t i = 0;
+      float s = 0.f * 0.f;
+      if (v0 < n) {
+        for (int k = 0; k < 4; ++k) i += (w.u[v0 + k] - w.o) * x.q[v0 + k];
+        s = w.ws[v0] * x.d[v0 / 32];
+      }
+      acc[l] = std::fma(static_cast<float>(i), s, acc[l]);
+    }
+  }
+  float a[8], b[4];
+  for (int i = 0; i < 8; ++i) a[i] = acc[i] + acc[i + 8];
+  for (int i = 0; i < 4; ++i) b[i] = a[i] + a[i + 4];
+  return (b[0] + b[2]) + (b[1] + b[3]);
+}
+
+// want[t * rows + r] for the first T tokens of x.
+std::vector<float> RefMatMul(const MatrixView& w, const float* x, int64_t T) {
+  std::vector<RefToken> toks;
+  for (int64_t t = 0; t < T; ++t) toks.push_back(RefQuantize(x + t * w.cols, w.cols));
+  std::vector<float> want(T * w.rows);
+  for (int64_t r = 0; r < w.rows; ++r) {
+    const RefRow rr = RefDecode(w.type, w.row(r), w.cols);
+    for (int64_t t = 0; t < T; ++t) want[t * w.rows + r] = RefDot(w.type, rr, toks[t], w.cols);
+  }
+  return want;
+}
+
+// The reference's codes are ggml's values: (u - o) * ws - m1 is what
+// DequantizeRow gives, up to the rounding of ggml's float expression.
+TEST(MatMulInt8Reference, DecodesGgmlValues) {
+  for (GgmlType type : {GgmlType::kQ8_0, GgmlType::kQ5_0, GgmlType::kQ4_K, GgmlType::kQ6_K}) {
+    const Matrix w = RandomBytesMatrix(type, 3, 512, 21);
+    std::vector<float> deq(512);
+    for (int64_t r = 0; r < 3; ++r) {
+      DequantizeRow(type, w.view.row(r), deq.data(), 512);
+      const RefRow rr = RefDecode(type, w.view.row(r), 512);
+      for (int64_t i = 0; i < 512; ++i) {
+        const double want = static_cast<double>(rr.u[i] - rr.o) * rr.ws[i] - rr.m1[i / 32];
+        ASSERT_NEAR(deq[i], want, 1e-6 * (std::fabs(want) + rr.m1[i / 32]) + 1e-30)
+            << GgmlTypeName(type) << " row " << r << " value " << i;
+      }
+    }
+  }
+}
+
+class MatMulInt8Test : public ::testing::TestWithParam<GgmlType> {};
+
+void ExpectSameBits(const std::vector<float>& got, const std::vector<float>& want, int64_t rows,
+                    const std::string& what) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_EQ(Bits(got[i]), Bits(want[i])) << what << ", token " << i / rows << ", row " << i % rows << ": "
+                                           << got[i] << " vs " << want[i];
+  }
+}
+
+// Every T = 1..17 and 40, rows spanning several row tiles with ragged ends,
+// columns from one block up (32 * odd for the 32-value types).
+TEST_P(MatMulInt8Test, EqualsTheScalarModelBitForBit) {
+  const GgmlType type = GetParam();
+  const bool k_quant = type == GgmlType::kQ4_K || type == GgmlType::kQ6_K;
+  const std::vector<int64_t> cols = k_quant ? std::vector<int64_t>{256, 768, 2304}
+                                            : std::vector<int64_t>{32, 96, 288, 2304};
+  ThreadPool pool(2);
+  constexpr int64_t kMaxT = 40;
+  for (int64_t rows : {37, 100}) {
+    for (int64_t n : cols) {
+      for (int kind = 0; kind < 2; ++kind) {
+        const Matrix w = kind == 0 ? QuantizedMatrix(type, rows, n, 5 + rows + n)
+                                   : RandomBytesMatrix(type, rows, n, 6 + rows + n);
+        const std::vector<float> x = RandomX(kMaxT * n, 7 + n);
+        const std::vector<float> want = RefMatMul(w.view, x.data(), kMaxT);
+        std::vector<int64_t> Ts;
+        for (int64_t T = 1; T <= 17; ++T) Ts.push_back(T);
+        Ts.push_back(kMaxT);
+        for (int64_t T : Ts) {
+          std::vector<float> y(T * rows);
+          MatMul(w.view, x.data(), T, y.data(), pool, MatMulActivations::kInt8);
+          ExpectSameBits(y, std::vector<float>(want.begin(), want.begin() + T * rows), rows,
+                         std::string(GgmlTypeName(type)) + " " + std::to_string(rows) + "x" + std::to_string(n) +
+                             (kind == 0 ? " quantized" : " random bytes") + ", pass of " + std::to_string(T));
+        }
+      }
+    }
+  }
+}
+
+TEST_P(MatMulInt8Test, EveryPassWidthAndThreadCountGivesTheBitsOfOneToken) {
+  const GgmlType type = GetParam();
+  constexpr int64_t kRows = 53, kCols = 768, kMaxT = 33;
+  const Matrix w = QuantizedMatrix(type, kRows, kCols, 3);
+  const std::vector<float> x = RandomX(kMaxT * kCols, 4);
+  std::vector<float> want(kMaxT * kRows);
+  ThreadPool one(1);
+  for (int64_t t = 0; t < kMaxT; ++t) {
+    MatMul(w.view, x.data() + t * kCols, 1, want.data() + t * kRows, one, MatMulActivations::kInt8);
+  }
+  for (int threads : {1, 2}) {
+    ThreadPool pool(threads);
+    for (int64_t T : {2, 5, 9, 17, 33}) {
+      std::vector<float> y(T * kRows);
+      MatMul(w.view, x.data(), T, y.data(), pool, MatMulActivations::kInt8);
+      ExpectSameBits(y, std::vector<float>(want.begin(), want.begin() + T * kRows), kRows,
+                     "threads " + std::to_string(threads) + ", pass of " + std::to_string(T));
+    }
+  }
+}
+
+// int8 activations move each result by about the quantization step of x
+// (1/254 of each block's max) times |w|: well within 2% of sum |w| |x|.
+TEST_P(MatMulInt8Test, CloseToTheFp32Path) {
+  const GgmlType type = GetParam();
+  constexpr int64_t kRows = 64, kCols = 2304, kT = 5;
+  const Matrix w = QuantizedMatrix(type, kRows, kCols, 8);
+  const std::vector<float> x = RandomX(kT * kCols, 9);
+  std::vector<float> y8(kT * kRows), y32(kT * kRows), deq(kCols);
+  ThreadPool pool(1);
+  MatMul(w.view, x.data(), kT, y8.data(), pool, MatMulActivations::kInt8);
+  MatMul(w.view, x.data(), kT, y32.data(), pool, MatMulActivations::kFp32);
+  double worst = 0;
+  for (int64_t r = 0; r < kRows; ++r) {
+    DequantizeRow(type, w.view.row(r), deq.data(), kCols);
+    for (int64_t t = 0; t < kT; ++t) {
+      double scale = 0;
+      for (int64_t i = 0; i < kCols; ++i) scale += std::fabs(static_cast<double>(deq[i]) * x[t * kCols + i]);
+      const double err = std::fabs(static_cast<double>(y8[t * kRows + r]) - y32[t * kRows + r]) / scale;
+      worst = std::max(worst, err);
+      ASSERT_LE(err, 0.02) << "row " << r << " token " << t << ": " << y8[t * kRows + r] << " vs fp32 "
+                           << y32[t * kRows + r];
+    }
+  }
+  // Typical relative error is ~1e-3; a broken offset or scale is far above.
+  EXPECT_LT(worst, 0.005);
+}
+
+// An all-zero block, a block with one huge value, tiny (denormal) blocks, an
+// all-zero token: finite results with the model's bits; a zero token gives 0.
+TEST_P(MatMulInt8Test, EdgeCaseActivationBlocks) {
+  const GgmlType type = GetParam();
+  constexpr int64_t kRows = 19, kCols = 512, kT = 4;
+  const Matrix w = QuantizedMatrix(type, kRows, kCols, 10);
+  std::vector<float> x = RandomX(kT * kCols, 11);
+  std::fill(x.begin() + 32, x.begin() + 64, 0.f);           // token 0, block 1: zero
+  x[kCols + 70] = 1e30f;                                    // token 1, block 2: one huge value
+  for (int j = 0; j < 32; ++j) x[kCols + 256 + j] = 1e-40f * (j - 16);  // token 1, block 8: denormals
+  x[kCols + 300] = -3e-39f;                                 // token 1, block 9: one denormal among normals
+  std::fill(x.begin() + 3 * kCols, x.end(), 0.f);           // token 3: zero
+  ThreadPool pool(1);
+  std::vector<float> y(kT * kRows);
+  MatMul(w.view, x.data(), kT, y.data(), pool, MatMulActivations::kInt8);
+  ExpectSameBits(y, RefMatMul(w.view, x.data(), kT), kRows, "edge cases");
+  for (int64_t i = 0; i < kT * kRows; ++i) ASSERT_TRUE(std::isfinite(y[i])) << i;
+  for (int64_t r = 0; r < kRows; ++r) EXPECT_EQ(y[3 * kRows + r], 0.f);
+  // The huge value (exactly 127 d) dominates token 1: close to the fp32 result.
+  std::vector<float> y32(kT * kRows);
+  MatMul(w.view, x.data(), kT, y32.data(), pool, MatMulActivations::kFp32);
+  for (int64_t r = 0; r < kRows; ++r) EXPECT_NEAR(y[kRows + r], y32[kRows + r], 1e-5 * std::fabs(y32[kRows + r]) + 1);
+}
+
+// A block holding inf or NaN makes its token's results NaN (never a
+// finite-looking number); other tokens are untouched.
+TEST_P(MatMulInt8Test, NonFiniteActivationsGiveNaN) {
+  const GgmlType type = GetParam();
+  constexpr int64_t kRows = 11, kCols = 256, kT = 3;
+  const Matrix w = QuantizedMatrix(type, kRows, kCols, 12);
+  std::vector<float> x = RandomX(kT * kCols, 13);
+  x[5] = std::numeric_limits<float>::infinity();
+  x[kCols + 200] = std::numeric_limits<float>::quiet_NaN();
+  ThreadPool pool(1);
+  std::vector<float> y(kT * kRows), alone(kRows);
+  MatMul(w.view, x.data(), kT, y.data(), pool, MatMulActivations::kInt8);
+  MatMul(w.view, x.data() + 2 * kCols, 1, alone.data(), pool, MatMulActivations::kInt8);
+  for (int64_t r = 0; r < kRows; ++r) {
+    EXPECT_TRUE(std::isnan(y[r])) << r;
+    EXPECT_TRUE(std::isnan(y[kRows + r])) << r;
+    EXPECT_EQ(Bits(y[2 * kRows + r]), Bits(alone[r])) << r;
+    EXPECT_TRUE(std::isfinite(y[2 * kRows + r])) << r;
+  }
+}
+
+// The portable kernels (CPUs without VNNI) give the VNNI kernels' bits: the
+// quantized activations record for record, the products bit for bit.
+TEST_P(MatMulInt8Test, PortableKernelsGiveTheSameBits) {
+  const GgmlType type = GetParam();
+  const int64_t cols = type == GgmlType::kQ4_K || type == GgmlType::kQ6_K ? 768 : 288;
+  constexpr int64_t kRows = 29, kT = 11;
+  const Matrix w = RandomBytesMatrix(type, kRows, cols, 14);
+  std::vector<float> x = RandomX(kT * cols, 15);
+  std::fill(x.begin() + 64, x.begin() + 96, 0.f);
+  x[cols + 3] = 1e30f;
+  x[2 * cols + 40] = std::numeric_limits<float>::infinity();
+  cpu::Int8Activations a, b;
+  cpu::QuantizeActivationsInt8(type, x.data(), kT, cols, a);
+  cpu::QuantizeActivationsInt8Portable(type, x.data(), kT, cols, b);
+  ASSERT_EQ(a.pairs, b.pairs);
+  ASSERT_EQ(a.supers, b.supers);
+  for (int64_t i = 0; i < kT * a.pairs; ++i) {
+    ASSERT_EQ(std::memcmp(a.pair[i].q, b.pair[i].q, 64), 0) << "pair " << i;
+    ASSERT_EQ(std::memcmp(a.pair[i].bias, b.pair[i].bias, 64), 0) << "pair " << i;
+    ASSERT_EQ(std::memcmp(a.pair[i].d, b.pair[i].d, 64), 0) << "pair " << i;
+  }
+  for (int64_t i = 0; i < kT * a.supers; ++i) ASSERT_EQ(std::memcmp(a.ms[i].v, b.ms[i].v, 64), 0) << "super " << i;
+  std::vector<float> y(kT * kRows), z(kT * kRows);
+  cpu::MatMulInt8Rows(w.view, a, y.data(), 0, kRows);
+  cpu::MatMulInt8RowsPortable(w.view, b, z.data(), 0, kRows);
+  for (int64_t i = 0; i < kT * kRows; ++i) {
+    if (std::isnan(y[i]) && std::isnan(z[i])) continue;
+    ASSERT_EQ(Bits(y[i]), Bits(z[i])) << "token " << i / kRows << ", row " << i % kRows;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, MatMulInt8Test,
+                         ::testing::Values(GgmlType::kQ8_0, GgmlType::kQ5_0, GgmlType::kQ4_K, GgmlType::kQ6_K),
+                         [](const auto& info) { return std::string(GgmlTypeName(info.param)); });
+
+// Types without int8 kernels keep the fp32 path, bit for bit.
+TEST(MatMulInt8Dispatch, OtherTypesKeepTheFp32Path) {
+  for (GgmlType type : {GgmlType::kF32, GgmlType::kF16}) {
+    constexpr int64_t kRows = 13, kCols = 96, kT = 3;
+    std::vector<uint8_t> bytes(kRows * RowBytes(type, kCols));
+    std::vector<float> vals = RandomX(kRows * kCols, 16);
+    for (int64_t r = 0; r < kRows; ++r) {
+      QuantizeRow(type, vals.data() + r * kCols, bytes.data() + r * RowBytes(type, kCols), kCols);
+    }
+    const MatrixView view{type, bytes.data(), kRows, kCols, RowBytes(type, kCols)};
+    EXPECT_FALSE(cpu::Int8MatMulSupports(view));
+    const std::vector<float> x = RandomX(kT * kCols, 17);
+    std::vector<float> y8(kT * kRows), y32(kT * kRows);
+    ThreadPool pool(1);
+    MatMul(view, x.data(), kT, y8.data(), pool, MatMulActivations::kInt8);
+    MatMul(view, x.data(), kT, y32.data(), pool, MatMulActivations::kFp32);
+    ExpectSameBits(y8, y32, kRows, std::string(GgmlTypeName(type)));
+  }
+  for (GgmlType type : {GgmlType::kQ8_0, GgmlType::kQ5_0, GgmlType::kQ4_K, GgmlType::kQ6_K}) {
+    EXPECT_TRUE(cpu::Int8MatMulSupports(MatrixView{type, nullptr, 1, 256, RowBytes(type, 256)}));
+  }
+}
+
+TEST(MatMulInt8Dispatch, VnniIsUsedWhereTheCpuHasIt) {
+  __builtin_cpu_init();
+  const bool vnni = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                    __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+                    __builtin_cpu_supports("avx512vnni");
+  if (!vnni) GTEST_SKIP() << "this CPU has no AVX-512 VNNI: the portable kernels run";
+  const char* env = std::getenv("SPECSERVE_CPU_KERNELS");
+  if (env != nullptr && std::string(env) == "avx2") GTEST_SKIP() << "SPECSERVE_CPU_KERNELS=avx2";
+  EXPECT_TRUE(cpu::UseVnniInt8MatMul());
+}
+
+}  // namespace
+}  // namespace specserve
