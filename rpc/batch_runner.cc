@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <utility>
+
+#include "absl/types/span.h"
 
 namespace specserve::rpc {
 namespace {
@@ -31,81 +34,97 @@ void RunForward(Backend& backend, const std::vector<ForwardSeq>& passes, BatchOu
   }
 }
 
-// Backend::ForwardVerify over the batch; alone per pass if it is refused.
-void RunForwardVerify(Backend& backend, const std::vector<ForwardSeq>& passes,
-                      const std::vector<const VerifyInput*>& verify, ServiceMetrics& metrics, BatchOutput* out) {
-  const int64_t vocab = backend.config().vocab;
-  const size_t n = passes.size();
-  VerifyBatchOutput v;
-  absl::Status s = backend.ForwardVerify(passes, verify, &v);
-  double verify_seconds = v.verify_seconds;
-  int64_t bytes = v.bytes_to_host;
-  if (s.ok()) {
-    out->logits = std::move(v.logits);
-    out->first_row = std::move(v.first_row);
-    out->results = std::move(v.results);
-  } else if (n == 1) {
-    out->status[0] = s;
-  } else {
-    int64_t rows = 0;
-    for (size_t i = 0; i < n; ++i) {
-      out->first_row[i] = rows;
-      rows += verify[i] == nullptr ? passes[i].n_logits : 0;
-    }
-    out->logits.assign(rows * vocab, 0.0f);
-    verify_seconds = 0;
-    bytes = 0;
-    for (size_t i = 0; i < n; ++i) {
-      out->status[i] = backend.ForwardVerify({passes[i]}, {verify[i]}, &v);
-      if (!out->status[i].ok()) continue;
-      verify_seconds += v.verify_seconds;
-      bytes += v.bytes_to_host;
-      if (verify[i] != nullptr) {
-        out->results[i] = v.results[0];
-      } else {
-        std::copy(v.logits.begin(), v.logits.begin() + passes[i].n_logits * vocab,
-                  out->logits.begin() + out->first_row[i] * vocab);
-      }
-    }
+// The two steps that run where the backend keeps its logits, for
+// RunForwardStep: the target's verify (Backend::ForwardVerify) and the
+// draft's sampling (Backend::ForwardSample). Input is the per-pass block or
+// rule, Output what one backend call gives back, Result what a pass with an
+// input gets (Output::results / ::samples -> BatchOutput::results / ::samples).
+struct VerifyStep {
+  using Input = VerifyInput;
+  using Output = VerifyBatchOutput;
+  static absl::Status Run(Backend& backend, absl::Span<const ForwardSeq> passes, absl::Span<const Input* const> in,
+                          Output* v) {
+    return backend.ForwardVerify(passes, in, v);
   }
-  metrics.VerifiedOn(backend.verify_location());
-  metrics.verify_seconds.Observe(verify_seconds);
-  metrics.verify_bytes_to_host.Increment(static_cast<double>(bytes));
-}
+  static std::vector<VerifyResult>& Results(Output& v) { return v.results; }
+  static std::vector<VerifyResult>& Results(BatchOutput& out) { return out.results; }
+};
 
-// Backend::ForwardSample over the batch; alone per pass if it is refused.
-void RunForwardSample(Backend& backend, const std::vector<ForwardSeq>& passes,
-                      const std::vector<const DraftSampleInput*>& sample, BatchOutput* out) {
+struct SampleStep {
+  using Input = DraftSampleInput;
+  using Output = SampleBatchOutput;
+  static absl::Status Run(Backend& backend, absl::Span<const ForwardSeq> passes, absl::Span<const Input* const> in,
+                          Output* v) {
+    return backend.ForwardSample(passes, in, v);
+  }
+  static std::vector<DraftSample>& Results(Output& v) { return v.samples; }
+  static std::vector<DraftSample>& Results(BatchOutput& out) { return out.samples; }
+};
+
+// Step::Run over the batch; alone per pass if it is refused (n > 1), each
+// pass with its own status. A pass with an input gets its Result, one
+// without its logits rows. tally(v) sees the Output of every call that
+// counts: the batch call (whatever its status) unless it was retried pass by
+// pass, else each pass's call that succeeded.
+template <typename Step, typename Tally>
+void RunForwardStep(Backend& backend, const std::vector<ForwardSeq>& passes,
+                    const std::vector<const typename Step::Input*>& in, Tally&& tally, BatchOutput* out) {
   const int64_t vocab = backend.config().vocab;
   const size_t n = passes.size();
-  SampleBatchOutput v;
-  absl::Status s = backend.ForwardSample(passes, sample, &v);
+  typename Step::Output v;
+  absl::Status s = Step::Run(backend, passes, in, &v);
   if (s.ok()) {
+    tally(v);
     out->logits = std::move(v.logits);
     out->first_row = std::move(v.first_row);
-    out->samples = std::move(v.samples);
+    Step::Results(*out) = std::move(Step::Results(v));
     return;
   }
   if (n == 1) {
+    tally(v);
     out->status[0] = s;
     return;
   }
   int64_t rows = 0;
   for (size_t i = 0; i < n; ++i) {
     out->first_row[i] = rows;
-    rows += sample[i] == nullptr ? passes[i].n_logits : 0;
+    rows += in[i] == nullptr ? passes[i].n_logits : 0;
   }
   out->logits.assign(rows * vocab, 0.0f);
   for (size_t i = 0; i < n; ++i) {
-    out->status[i] = backend.ForwardSample({passes[i]}, {sample[i]}, &v);
+    out->status[i] = Step::Run(backend, {passes[i]}, {in[i]}, &v);
     if (!out->status[i].ok()) continue;
-    if (sample[i] != nullptr) {
-      out->samples[i] = std::move(v.samples[0]);
+    tally(v);
+    if (in[i] != nullptr) {
+      Step::Results(*out)[i] = std::move(Step::Results(v)[0]);
     } else {
       std::copy(v.logits.begin(), v.logits.begin() + passes[i].n_logits * vocab,
                 out->logits.begin() + out->first_row[i] * vocab);
     }
   }
+}
+
+// Backend::ForwardVerify, with the verify metrics of the calls that count.
+void RunForwardVerify(Backend& backend, const std::vector<ForwardSeq>& passes,
+                      const std::vector<const VerifyInput*>& verify, ServiceMetrics& metrics, BatchOutput* out) {
+  double verify_seconds = 0;
+  int64_t bytes = 0;
+  RunForwardStep<VerifyStep>(
+      backend, passes, verify,
+      [&](const VerifyBatchOutput& v) {
+        verify_seconds += v.verify_seconds;
+        bytes += v.bytes_to_host;
+      },
+      out);
+  metrics.VerifiedOn(backend.verify_location());
+  metrics.verify_seconds.Observe(verify_seconds);
+  metrics.verify_bytes_to_host.Increment(static_cast<double>(bytes));
+}
+
+// Backend::ForwardSample (no metrics of its own here).
+void RunForwardSample(Backend& backend, const std::vector<ForwardSeq>& passes,
+                      const std::vector<const DraftSampleInput*>& sample, BatchOutput* out) {
+  RunForwardStep<SampleStep>(backend, passes, sample, [](const SampleBatchOutput&) {}, out);
 }
 
 }  // namespace
