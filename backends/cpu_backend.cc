@@ -25,7 +25,7 @@ class CpuBackend final : public Backend {
   CpuBackend(const Model& model, const BackendOptions& opts, int32_t kv_blocks)
       : model_(model), c_(model.config), w_(model.weights),
         pool_(kv_blocks, opts.kv_block_size), threads_ptr_(opts.shared_pool ? opts.shared_pool : std::make_shared<ThreadPool>(opts.threads)),
-        threads_(*threads_ptr_) {
+        threads_(*threads_ptr_), act_(opts.cpu_activations) {
     const size_t per_layer = static_cast<size_t>(kv_blocks) * opts.kv_block_size * c_.kv_dim();
     k_cache_.resize(c_.n_layer);
     v_cache_.resize(c_.n_layer);
@@ -39,7 +39,8 @@ class CpuBackend final : public Backend {
 
   KvPool& kv_pool() override { return pool_; }
   const ModelConfig& config() const override { return c_; }
-  std::string name() const override { return absl::StrCat("cpu(", threads_.size(), " threads)"); }
+  std::string name() const override { return absl::StrCat("cpu(", threads_.size(), " threads",
+                        act_ == MatMulActivations::kInt8 ? ", int8 activations" : "", ")"); }
 
   absl::Status Forward(absl::Span<const ForwardSeq> batch, std::vector<float>* logits) override {
     RETURN_IF_ERROR(PrepareBatch(batch, c_, pool_));
@@ -105,9 +106,9 @@ class CpuBackend final : public Backend {
   void Block(absl::Span<const ForwardSeq> batch, int l) {
     const LayerWeights& L = w_.layers[l];
     cpu::RmsNorm(x_.data(), L.attn_norm, xn_.data(), T_, c_.n_embd, c_.rms_eps);
-    MatMul(L.wq, xn_.data(), T_, q_.data(), threads_);
-    MatMul(L.wk, xn_.data(), T_, k_.data(), threads_);
-    MatMul(L.wv, xn_.data(), T_, v_.data(), threads_);
+    MatMul(L.wq, xn_.data(), T_, q_.data(), threads_, act_);
+    MatMul(L.wk, xn_.data(), T_, k_.data(), threads_, act_);
+    MatMul(L.wv, xn_.data(), T_, v_.data(), threads_, act_);
     if (c_.qkv_bias) {
       cpu::AddBias(q_.data(), L.bq, T_, c_.q_dim());
       cpu::AddBias(k_.data(), L.bk, T_, c_.kv_dim());
@@ -125,14 +126,14 @@ class CpuBackend final : public Backend {
     cpu::RopeApply(k_.data(), T_, rk, rope_cs_.data());
     StoreKv(batch, l);
     Attend(batch, l);
-    MatMul(L.wo, attn_.data(), T_, proj_.data(), threads_);
+    MatMul(L.wo, attn_.data(), T_, proj_.data(), threads_, act_);
     cpu::AddInPlace(x_.data(), proj_.data(), T_ * c_.n_embd);
 
     cpu::RmsNorm(x_.data(), L.ffn_norm, xn_.data(), T_, c_.n_embd, c_.rms_eps);
-    MatMul(L.gate, xn_.data(), T_, gate_.data(), threads_);
-    MatMul(L.up, xn_.data(), T_, up_.data(), threads_);
+    MatMul(L.gate, xn_.data(), T_, gate_.data(), threads_, act_);
+    MatMul(L.up, xn_.data(), T_, up_.data(), threads_, act_);
     cpu::SwiGlu(gate_.data(), up_.data(), gate_.data(), T_ * c_.n_ff);
-    MatMul(L.down, gate_.data(), T_, proj_.data(), threads_);
+    MatMul(L.down, gate_.data(), T_, proj_.data(), threads_, act_);
     cpu::AddInPlace(x_.data(), proj_.data(), T_ * c_.n_embd);
   }
 
@@ -187,7 +188,7 @@ class CpuBackend final : public Backend {
     }
     cpu::RmsNorm(hidden_.data(), w_.output_norm, hidden_.data(), rows, c_.n_embd, c_.rms_eps);
     logits->resize(rows * c_.vocab);
-    MatMul(w_.output, hidden_.data(), rows, logits->data(), threads_);
+    MatMul(w_.output, hidden_.data(), rows, logits->data(), threads_, act_);
   }
 
   const Model& model_;
@@ -196,6 +197,7 @@ class CpuBackend final : public Backend {
   KvPool pool_;
   std::shared_ptr<ThreadPool> threads_ptr_;
   ThreadPool& threads_;
+  const MatMulActivations act_;  // --cpu-activations
   std::vector<std::unique_ptr<float[]>> k_cache_;  // [n_layer][num_blocks * block_size * kv_dim]
   std::vector<std::unique_ptr<float[]>> v_cache_;
 

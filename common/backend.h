@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "common/kv_cache.h"
+#include "common/matmul_activations.h"
 #include "common/model_config.h"
 #include "common/weights.h"
 
@@ -48,6 +49,10 @@ struct BackendOptions {
   // --kv-memory-mib; 0: not given (the CPU caps at kDefaultKvMemoryMib,
   // CUDA at what its free memory holds).
   int64_t kv_memory_mib = 0;
+  // --cpu-activations: fp32 (exact products of the dequantized weights) or
+  // int8 (llama.cpp-style quantized activations; common/matmul_activations.h).
+  // The CPU backend only; CUDA ignores it.
+  MatMulActivations cpu_activations = MatMulActivations::kFp32;
 };
 
 // What one ForwardVerify call gives back.

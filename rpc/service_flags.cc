@@ -60,6 +60,10 @@ void DeclareServiceFlags(CliArgs& a, const std::string& default_listen, int defa
          "with --kv-blocks 0: the most memory the KV cache may take (0: 1024 on the CPU; on CUDA, what the device "
          "has free after the weights, less max(1 GiB, 10%) headroom)");
   a.Flag("backend", "cpu", "cpu or cuda");
+  a.Flag("cpu-activations", "fp32",
+         "CPU matrix products: fp32 (exact products of the dequantized weights; matches the golden references) or "
+         "int8 (activations quantized to int8 per 32 values and integer dot products, as llama.cpp does: about "
+         "twice the decode speed on quantized models, logits within ~0.2; docs/performance_model.md)");
   a.Flag("prefix-cache", "on",
          "on: sessions whose prompts start with the same whole KV blocks as a recent one reuse its keys and values "
          "instead of computing them (common/kv_cache.h); off: every prompt is computed");
@@ -86,6 +90,7 @@ absl::StatusOr<ServiceFlags> ReadServiceFlags(const CliArgs& a) {
   f.prefix_cache = prefix_cache == "on";
   f.backend.kind = a.Str("backend");
   f.backend.threads = static_cast<int>(threads);
+  ASSIGN_OR_RETURN(f.backend.cpu_activations, ParseMatMulActivations(a.Str("cpu-activations")));
   f.backend.kv_blocks = static_cast<int32_t>(kv_blocks);
   f.backend.kv_contexts = f.max_sessions;
   ASSIGN_OR_RETURN(f.backend.kv_memory_mib, a.Int("kv-memory-mib", 0, int64_t{1} << 30));

@@ -75,16 +75,27 @@ TEST(ForwardTest, RaggedBatchMatchesEachAlone) {
 // Batch invariance: a verify pass of T tokens gives each position the same
 // logits, bit for bit, as decoding them one at a time. Greedy speculative
 // output then equals plain greedy output even where two logits nearly tie.
-// For the f32 model and its Q8_0 and Q4_K_M (Q4_K, Q5_0, Q6_K, Q8_0) files.
-class BatchInvarianceTest : public ::testing::TestWithParam<std::string> {};
+// For the f32 model and its Q8_0 and Q4_K_M (Q4_K, Q5_0, Q6_K, Q8_0) files,
+// with fp32 activations and, for the quantized files, int8 ones.
+struct InvarianceCase {
+  std::string file;
+  MatMulActivations activations;
+  friend void PrintTo(const InvarianceCase& c, std::ostream* os) {
+    *os << c.file << ", " << MatMulActivationsName(c.activations) << " activations";
+  }
+};
+
+class BatchInvarianceTest : public ::testing::TestWithParam<InvarianceCase> {};
 
 TEST_P(BatchInvarianceTest, VerifyPassLogitsHaveTheBitsOfOneTokenDecoding) {
-  const std::string path = GetParam() == "code-target-7m.gguf" ? testing::BundledModel(GetParam())
-                                                                : testing::SharedPath("models/variants/" + GetParam());
-  if (path.empty()) SPECSERVE_MISSING_INPUT(GetParam());
+  const std::string& file = GetParam().file;
+  const std::string path = file == "code-target-7m.gguf" ? testing::BundledModel(file)
+                                                         : testing::SharedPath("models/variants/" + file);
+  if (path.empty()) SPECSERVE_MISSING_INPUT(file);
   for (int threads : {1, 2}) {
     BackendOptions o;
     o.threads = threads;
+    o.cpu_activations = GetParam().activations;
     LoadedModel l = testing::LoadModel(path, o);
     const int32_t V = l.model->config.vocab;
     const std::vector<TokenId> tokens = Prompt(80, 5);
@@ -113,15 +124,19 @@ TEST_P(BatchInvarianceTest, VerifyPassLogitsHaveTheBitsOfOneTokenDecoding) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, BatchInvarianceTest,
-                         ::testing::Values("code-target-7m.gguf", "code-target-7m-q8_0.gguf",
-                                           "code-target-7m-q4_k_m.gguf"),
-                         [](const auto& info) {
-                           std::string s = info.param.substr(0, info.param.size() - 5);
-                           std::replace(s.begin(), s.end(), '-', '_');
-                           std::replace(s.begin(), s.end(), '.', '_');
-                           return s;
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Models, BatchInvarianceTest,
+    ::testing::Values(InvarianceCase{"code-target-7m.gguf", MatMulActivations::kFp32},
+                      InvarianceCase{"code-target-7m-q8_0.gguf", MatMulActivations::kFp32},
+                      InvarianceCase{"code-target-7m-q4_k_m.gguf", MatMulActivations::kFp32},
+                      InvarianceCase{"code-target-7m-q8_0.gguf", MatMulActivations::kInt8},
+                      InvarianceCase{"code-target-7m-q4_k_m.gguf", MatMulActivations::kInt8}),
+    [](const auto& info) {
+      std::string s = info.param.file.substr(0, info.param.file.size() - 5);
+      std::replace(s.begin(), s.end(), '-', '_');
+      std::replace(s.begin(), s.end(), '.', '_');
+      return s + "_" + MatMulActivationsName(info.param.activations);
+    });
 
 TEST(ForwardTest, TruncateIsAnExactRollback) {
   LoadedModel l = LoadTarget(1);

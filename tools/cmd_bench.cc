@@ -35,6 +35,7 @@ using Clock = std::chrono::steady_clock;
 struct Row {
   std::string model;
   int threads;
+  MatMulActivations activations;
   double prefill_tps, decode_tps, decode_deep_tps, verify9_deep_tps;
   std::vector<std::pair<int, double>> pass_ms;  // (tokens in the pass, ms) at depth
   int64_t bytes_per_token = 0;                  // weights one decode step reads
@@ -56,12 +57,14 @@ absl::StatusOr<double> DecodeSpeed(Backend& b, KvSeq& seq, int n) {
   return n / std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-absl::StatusOr<Row> Measure(const std::string& path, int threads, int prompt_len, int depth, double bandwidth_gbs) {
+absl::StatusOr<Row> Measure(const std::string& path, int threads, MatMulActivations activations, int prompt_len,
+                            int depth, double bandwidth_gbs) {
   ASSIGN_OR_RETURN(auto model, Model::Load(path));
   BackendOptions o;
   o.threads = threads;
+  o.cpu_activations = activations;
   ASSIGN_OR_RETURN(auto b, MakeCpuBackend(*model, o));
-  Row r{model->config.name.empty() ? path : model->config.name, threads, 0, 0, 0, 0, {}};
+  Row r{model->config.name.empty() ? path : model->config.name, threads, activations, 0, 0, 0, 0, {}};
   r.bytes_per_token = WeightBytesPerToken(model->weights);
   r.bandwidth_gbs = bandwidth_gbs;
   std::vector<TokenId> prompt{1};
@@ -116,6 +119,7 @@ int Bench(int argc, char** argv) {
   args.Flag("models", "models/code-draft-1m.gguf,models/code-target-7m.gguf,../shared/models/code-target-14m.gguf",
             "comma-separated GGUF files (missing ones are skipped)");
   args.Flag("threads", "1,2", "comma-separated thread counts");
+  args.Flag("cpu-activations", "fp32", "comma-separated: fp32 and/or int8 (common/matmul_activations.h)");
   args.Flag("prompt-len", "256", "prefill length");
   args.Flag("depth", "430", "context depth for the deep decode and verify figures");
   args.Flag("json", "", "also write the results as JSON to this file");
@@ -125,6 +129,12 @@ int Bench(int argc, char** argv) {
   auto plen = args.Int("prompt-len", 1, 1000);
   auto depth = args.Int("depth", 1, 900);
   if (!plen.ok() || !depth.ok()) return std::fprintf(stderr, "bad --prompt-len or --depth\n"), 2;
+  std::vector<MatMulActivations> activations;
+  for (const std::string& a : std::vector<std::string>(absl::StrSplit(args.Str("cpu-activations"), ',', absl::SkipEmpty()))) {
+    auto parsed = ParseMatMulActivations(a);
+    if (!parsed.ok()) return std::fprintf(stderr, "%s\n", parsed.status().message().data()), 2;
+    activations.push_back(*parsed);
+  }
   std::vector<Row> rows;
   // Read bandwidth for each thread count, measured once.
   std::map<int, double> bandwidth;
@@ -134,7 +144,7 @@ int Bench(int argc, char** argv) {
     if (!bandwidth.count(n)) bandwidth[n] = MeasureReadBandwidthGBs(n);
     std::printf("read bandwidth, %d thread(s): %.1f GB/s\n", n, bandwidth[n]);
   }
-  std::printf("%-22s %7s %12s %12s %14s %9s %8s %16s  %s\n", "model", "threads", "prefill t/s", "decode t/s",
+  std::printf("%-22s %7s %5s %12s %12s %14s %9s %8s %16s  %s\n", "model", "threads", "act", "prefill t/s", "decode t/s",
               "decode@depth", "MB/token", "of peak", "verify9@depth/s",
               "pass ms at depth for 1,2,3,5,9,17 tokens (best of 24)");
   for (const std::string& path : std::vector<std::string>(absl::StrSplit(args.Str("models"), ',', absl::SkipEmpty()))) {
@@ -142,12 +152,13 @@ int Bench(int argc, char** argv) {
       std::printf("%-22s (not found, skipped)\n", path.c_str());
       continue;
     }
-    for (const std::string& t : std::vector<std::string>(absl::StrSplit(args.Str("threads"), ',', absl::SkipEmpty()))) {
-      auto r = Measure(path, std::stoi(t), static_cast<int>(*plen), static_cast<int>(*depth), bandwidth[std::stoi(t)]);
+    for (const std::string& t : std::vector<std::string>(absl::StrSplit(args.Str("threads"), ',', absl::SkipEmpty())))
+    for (MatMulActivations act : activations) {
+      auto r = Measure(path, std::stoi(t), act, static_cast<int>(*plen), static_cast<int>(*depth), bandwidth[std::stoi(t)]);
       if (!r.ok()) return std::fprintf(stderr, "%s: %s\n", path.c_str(), r.status().ToString().c_str()), 1;
       std::string passes;
       for (auto [n, ms] : r->pass_ms) passes += absl::StrFormat(" %.3f", ms);
-      std::printf("%-22s %7d %12.0f %12.0f %14.0f %9.1f %8.2f %16.0f  %s\n", r->model.c_str(), r->threads,
+      std::printf("%-22s %7d %5s %12.0f %12.0f %14.0f %9.1f %8.2f %16.0f  %s\n", r->model.c_str(), r->threads, MatMulActivationsName(r->activations),
                   r->prefill_tps, r->decode_tps, r->decode_deep_tps, r->bytes_per_token / 1e6,
                   r->bandwidth_fraction(), r->verify9_deep_tps, passes.c_str());
       rows.push_back(*r);
@@ -160,7 +171,8 @@ int Bench(int argc, char** argv) {
   if (args.Given("json")) {
     nlohmann::json j = {{"peak_rss_mib", peak_mib}, {"depth", *depth}, {"prompt_len", *plen}, {"results", nlohmann::json::array()}};
     for (const Row& r : rows) {
-      j["results"].push_back({{"model", r.model}, {"threads", r.threads}, {"prefill_tokens_per_s", r.prefill_tps},
+      j["results"].push_back({{"model", r.model}, {"threads", r.threads},
+                              {"cpu_activations", MatMulActivationsName(r.activations)}, {"prefill_tokens_per_s", r.prefill_tps},
                               {"decode_tokens_per_s", r.decode_tps}, {"decode_tokens_per_s_at_depth", r.decode_deep_tps},
                               {"verify9_passes_per_s_at_depth", r.verify9_deep_tps},
                               {"pass_ms_at_depth", r.pass_ms}, {"weight_bytes_per_token", r.bytes_per_token},

@@ -39,6 +39,7 @@ absl::StatusOr<Target> LoadTarget(const CliArgs& args) {
   ASSIGN_OR_RETURN(t.tok, Tokenizer::FromGguf(*t.model->file));
   t.bo.kind = args.Str("backend");
   ASSIGN_OR_RETURN(t.bo.threads, args.Int("threads", 1, 256));
+  ASSIGN_OR_RETURN(t.bo.cpu_activations, ParseMatMulActivations(args.Str("cpu-activations")));
   if (t.bo.kind == "cpu") {
     t.shared_pool = std::make_shared<ThreadPool>(t.bo.threads);
     t.bo.shared_pool = t.shared_pool;
@@ -164,6 +165,7 @@ int Generate(int argc, char** argv) {
   args.Flag("max-tokens", "128", "tokens to generate at most");
   AddSamplingFlags(args);
   args.Flag("threads", "1", "CPU threads");
+  args.Flag("cpu-activations", "fp32", "fp32 or int8 CPU matrix products (common/matmul_activations.h)");
   args.Flag("backend", "cpu", "cpu or cuda");
   args.Flag("draft", "", "draft model GGUF (same vocabulary as --model)");
   args.Flag("drafter", "none", "model, ngram or none (model when --draft is given)");

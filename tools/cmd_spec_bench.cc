@@ -32,6 +32,7 @@ struct Options {
   std::string draft, prompts, json;
   int64_t max_tokens = 0, limit = 0, threads = 0, lookup = 0;
   bool overlap = false;
+  MatMulActivations activations = MatMulActivations::kFp32;
 };
 
 absl::StatusOr<Options> OptionsFromFlags(const CliArgs& args) {
@@ -47,6 +48,7 @@ absl::StatusOr<Options> OptionsFromFlags(const CliArgs& args) {
   o.prompts = args.Str("prompts");
   if (args.Given("json")) o.json = args.Str("json");
   o.overlap = args.Bool("overlap");
+  ASSIGN_OR_RETURN(o.activations, ParseMatMulActivations(args.Str("cpu-activations")));
   return o;
 }
 
@@ -64,6 +66,7 @@ absl::StatusOr<Draft> LoadDraft(const Options& o) {
   Draft d;
   ASSIGN_OR_RETURN(d.model, Model::Load(o.draft));
   d.target_bo.shared_pool = std::make_shared<ThreadPool>(static_cast<int>(o.threads));
+  d.target_bo.cpu_activations = o.activations;
   BackendOptions draft_bo = d.target_bo;
   d.spec_target_bo = d.target_bo;
   if (o.overlap) {
@@ -156,7 +159,7 @@ void PrintRow(const Target& t, float temperature, const Config& c, const BenchRu
 nlohmann::json RowJson(const Options& o, const Target& t, float temperature, const Config& c, const BenchRun& plain,
                        const BenchRun& r) {
   return {{"target", t.name}, {"drafter", c.name()}, {"k", c.k}, {"temperature", temperature},
-          {"threads", o.threads}, {"prompts", t.prompts.size()}, {"max_tokens", o.max_tokens},
+          {"threads", o.threads}, {"cpu_activations", MatMulActivationsName(o.activations)}, {"prompts", t.prompts.size()}, {"max_tokens", o.max_tokens},
           {"tokens_per_s", r.tokens_per_s()}, {"plain_tokens_per_s", plain.tokens_per_s()},
           {"speedup", r.tokens_per_s() / plain.tokens_per_s()}, {"acceptance_rate", r.acceptance()},
           {"compared_acceptance", r.compared_acceptance()},
@@ -215,6 +218,7 @@ int SpecBench(int argc, char** argv) {
   args.Flag("limit", "8", "use the first N prompts");
   args.Flag("max-tokens", "256", "new tokens per prompt");
   args.Flag("threads", "1", "CPU threads shared by the draft and the target");
+  args.Flag("cpu-activations", "fp32", "fp32 or int8 CPU matrix products for both models (common/matmul_activations.h)");
   args.Flag("temperatures", "0,1", "comma-separated temperatures");
   args.Flag("ks", "1,2,4,8,adaptive", "comma-separated K values for the model drafter");
   args.Flag("lookup", "0",
