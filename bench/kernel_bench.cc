@@ -1,7 +1,8 @@
 // Kernel microbenchmarks (Google Benchmark): the CPU matmul at the verify
 // shapes of code-target-7m (one FFN matrix, 768 x 288, f16 and f32; the
-// lm_head, 4096 x 288) for T = 1..17 tokens, and paged attention at a depth
-// of 430. Prints Google Benchmark's table; --benchmark_format=json for JSON.
+// lm_head, 4096 x 288) for T = 1..17 tokens, the quantized matrices of a ~1B
+// model with fp32 (BM_QuantMatMul) and int8 (BM_QuantMatMulInt8) activations,
+// and paged attention at a depth of 430. Prints Google Benchmark's table; --benchmark_format=json for JSON.
 // A benchmark, not a test: it asserts nothing.
 //
 //   build/bin/specserve-kernel-bench --benchmark_filter=MatMul
@@ -88,12 +89,12 @@ Matrix RandomQuantMatrix(GgmlType type, int64_t rows, int64_t cols, uint32_t see
   return m;
 }
 
-// Args: {T, type, rows, cols}: one pass of T tokens through a matrix of a
-// ~1B model (n_embd 2304, n_ff 8192), cycling through copies that together
-// exceed the L3 cache, so the weights stream from memory as in decoding.
-// "GB/s" is weight bytes read per second (compare with the machine's read
-// bandwidth); us/pass is what a verify pass of T tokens costs.
-void BM_QuantMatMul(benchmark::State& state) {
+// Args: {T, type, rows, cols, threads}: one pass of T tokens through a
+// matrix of a ~1B model (n_embd 2304, n_ff 8192), cycling through copies that
+// together exceed the L3 cache, so the weights stream from memory as in
+// decoding. "GB/s" is weight bytes read per second (compare with the
+// machine's read bandwidth); us/pass is what a verify pass of T tokens costs.
+void RunQuantMatMul(benchmark::State& state, MatMulActivations activations) {
   const int64_t T = state.range(0), rows = state.range(2), cols = state.range(3);
   const auto type = static_cast<GgmlType>(state.range(1));
   const int64_t bytes = rows * static_cast<int64_t>(RowBytes(type, cols));
@@ -107,7 +108,7 @@ void BM_QuantMatMul(benchmark::State& state) {
   ThreadPool pool(static_cast<int>(state.range(4)));
   int c = 0;
   for (auto _ : state) {
-    MatMul(ws[c].view, x.data(), T, y.data(), pool);
+    MatMul(ws[c].view, x.data(), T, y.data(), pool, activations);
     benchmark::DoNotOptimize(y.data());
     c = (c + 1) % copies;
   }
@@ -116,13 +117,23 @@ void BM_QuantMatMul(benchmark::State& state) {
   state.counters["us/pass"] = benchmark::Counter(static_cast<double>(state.iterations()),
                                                  benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
+void BM_QuantMatMul(benchmark::State& state) { RunQuantMatMul(state, MatMulActivations::kFp32); }
+// The same with int8 activations (kernels/cpu_matmul_int8.h).
+void BM_QuantMatMulInt8(benchmark::State& state) { RunQuantMatMul(state, MatMulActivations::kInt8); }
+
+constexpr int kQ8_0 = static_cast<int>(GgmlType::kQ8_0), kQ5_0 = static_cast<int>(GgmlType::kQ5_0),
+              kQ4_K = static_cast<int>(GgmlType::kQ4_K), kQ6_K = static_cast<int>(GgmlType::kQ6_K);
 BENCHMARK(BM_QuantMatMul)
     ->ArgNames({"T", "type", "rows", "cols", "threads"})
-    ->ArgsProduct({{1, 2, 5, 9, 17, 64},
-                   {static_cast<int>(GgmlType::kQ8_0), static_cast<int>(GgmlType::kQ4_K),
-                    static_cast<int>(GgmlType::kQ6_K), static_cast<int>(GgmlType::kQ5_0)},
-                   {8192}, {2304}, {1}})
-    ->ArgsProduct({{1, 5, 9}, {static_cast<int>(GgmlType::kQ8_0), static_cast<int>(GgmlType::kQ4_K)}, {8192}, {2304}, {2}})
+    ->ArgsProduct({{1, 2, 5, 9, 17, 64}, {kQ8_0, kQ4_K, kQ6_K, kQ5_0}, {8192}, {2304}, {1}})
+    ->ArgsProduct({{1, 2, 5, 9, 17, 64}, {kQ8_0, kQ4_K, kQ6_K}, {2304}, {8192}, {1}})
+    ->ArgsProduct({{1, 5, 9}, {kQ8_0, kQ4_K}, {8192}, {2304}, {2}})
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_QuantMatMulInt8)
+    ->ArgNames({"T", "type", "rows", "cols", "threads"})
+    ->ArgsProduct({{1, 2, 5, 9, 17, 64}, {kQ8_0, kQ4_K, kQ6_K, kQ5_0}, {8192}, {2304}, {1}})
+    ->ArgsProduct({{1, 2, 5, 9, 17, 64}, {kQ8_0, kQ4_K, kQ6_K}, {2304}, {8192}, {1}})
+    ->ArgsProduct({{1, 5, 9}, {kQ8_0, kQ4_K}, {8192}, {2304}, {2}})
     ->Unit(benchmark::kMicrosecond);
 
 // Args: {T, depth, heads, kv_heads, head_dim}: T new tokens after `depth`
