@@ -7,7 +7,7 @@
 #   bash bench/load_sweep.sh [--pair bundled|realistic] [--concurrency 1,2,4,8,16,32]
 #                            [--duration S] [--max-tokens N] [--json FILE] [--plot FILE.png]
 #                            [--prompts FILE.jsonl] [--limit N]
-#                            [--max-sessions N] [--max-waiting N]
+#                            [--max-sessions N] [--max-waiting N] [--cpu-activations fp32|int8]
 #
 # --max-sessions / --max-waiting go to the coordinator (64 / 256): with more
 # clients than --max-sessions the rest wait in its queue (their wait shows in
@@ -23,7 +23,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=${SPECSERVE_BIN:-$root/build/bin}
 pair=bundled concurrency=1,2,4,8,16,32 duration=10 max_tokens=64 json="" plot="" prompts="" limit=8
-max_sessions=64 max_waiting=256
+max_sessions=64 max_waiting=256 activations=fp32
 while [ $# -gt 0 ]; do
   case $1 in
     --pair) pair=$2; shift 2 ;;
@@ -36,6 +36,7 @@ while [ $# -gt 0 ]; do
     --limit) limit=$2; shift 2 ;;
     --max-sessions) max_sessions=$2; shift 2 ;;
     --max-waiting) max_waiting=$2; shift 2 ;;
+    --cpu-activations) activations=$2; shift 2 ;;
     *) echo "load_sweep.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -60,9 +61,9 @@ trap cleanup EXIT; [ -n "${KEEP_LOGS:-}" ] && trap "cp $work/*.log $KEEP_LOGS/; 
 read -r tp dp cp <<<"$(python3 "$root/tools/free_ports.py" 3)"
 tcpu=() dcpu=()
 if [ "$(nproc)" -ge 2 ]; then tcpu=(--cpus 0); dcpu=(--cpus 1); fi
-"$bin/specserve-target" --listen 127.0.0.1:$tp --model "$target" "${tcpu[@]}" --max-sessions 64 >"$work/target.log" 2>&1 &
+"$bin/specserve-target" --listen 127.0.0.1:$tp --model "$target" "${tcpu[@]}" --max-sessions 64 --cpu-activations "$activations" >"$work/target.log" 2>&1 &
 pids+=($!)
-"$bin/specserve-draft" --listen 127.0.0.1:$dp --model "$draft" "${dcpu[@]}" --max-sessions 64 >"$work/draft.log" 2>&1 &
+"$bin/specserve-draft" --listen 127.0.0.1:$dp --model "$draft" "${dcpu[@]}" --max-sessions 64 --cpu-activations "$activations" >"$work/draft.log" 2>&1 &
 pids+=($!)
 "$bin/specserve-coordinator" --listen 127.0.0.1:$cp --target 127.0.0.1:$tp --draft 127.0.0.1:$dp \
   --max-sessions "$max_sessions" --max-waiting "$max_waiting" >"$work/coordinator.log" 2>&1 &

@@ -42,6 +42,7 @@ serve_k="4"
 services=1
 in_process=1
 json=""
+activations="fp32"
 
 usage() {
   cat <<EOF
@@ -60,6 +61,7 @@ usage: bench/realistic.sh [flags]
   --serve-k K          K through the services, a number or adaptive (default: $serve_k)
   --no-services        skip the three-process runs
   --services-only      only the three-process runs (the summary keeps the last run's other results)
+  --cpu-activations A  fp32 or int8 matrix products everywhere (default: $activations; docs/performance_model.md)
   --json FILE          the combined results (default: CACHE/results.json)
 EOF
 }
@@ -81,6 +83,7 @@ while [ $# -gt 0 ]; do
     --no-services) services=0; shift ;;
     --services-only) in_process=0; shift ;;
     --json) json="$2"; shift 2 ;;
+    --cpu-activations) activations="$2"; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) echo "realistic.sh: unknown flag $1" >&2; usage >&2; exit 2 ;;
   esac
@@ -140,6 +143,7 @@ bench_models=""
 for t in ${targets//,/ }; do bench_models="$bench_models$cache/target-1b-$t.gguf,"; done
 echo "== specserve bench (threads $bench_threads)"
 "$specserve" bench --models "$bench_models$draft" --threads "$bench_threads" --prompt-len 128 --depth 256 \
+  --cpu-activations "$activations" \
   --json "$run_dir/bench.json"
 
 # 2. In process, one target format at a time.
@@ -148,6 +152,7 @@ for t in ${targets//,/ }; do
     echo "== specserve spec-bench, target-1b-$t, $th thread(s)"
     "$specserve" spec-bench --target "$cache/target-1b-$t.gguf" --draft "$draft" --prompts "$prompts" \
       --limit "$limit" --max-tokens "$max_tokens" --threads "$th" --temperatures "$temperatures" --ks "$ks" \
+      --cpu-activations "$activations" \
       --json "$run_dir/spec_bench_${t}_$th.json"
   done
 done
@@ -183,10 +188,10 @@ if [ "$services" = 1 ]; then
   for t in ${targets//,/ }; do
     echo "== services: target-1b-$t and the draft, one thread each${pin0:+, on cores 0 and 1}"
     "${pin0[@]}" "$bin/specserve-target" --listen "127.0.0.1:$tp" --model "$cache/target-1b-$t.gguf" \
-      --threads 1 --metrics-port "$tm" >"$run_dir/target-$t.log" 2>&1 &
+      --threads 1 --cpu-activations "$activations" --metrics-port "$tm" >"$run_dir/target-$t.log" 2>&1 &
     pids+=($!)
     "${pin1[@]}" "$bin/specserve-draft" --listen "127.0.0.1:$dp" --model "$draft" --threads 1 \
-      --metrics-port "$dm" >"$run_dir/draft-$t.log" 2>&1 &
+      --cpu-activations "$activations" --metrics-port "$dm" >"$run_dir/draft-$t.log" 2>&1 &
     pids+=($!)
     # The coordinator starts once both services listen, and waits for a slow
     # draft rather than falling back to n-grams (a loaded machine).
@@ -197,15 +202,16 @@ if [ "$services" = 1 ]; then
     wait_for "listening on port" "$run_dir/coordinator-$t.log"
     "$specserve" serve-bench --coordinator "127.0.0.1:$cp" --target-model "$cache/target-1b-$t.gguf" \
       --draft-model "$draft" --prompts "$prompts" --limit "$limit" --max-tokens "$max_tokens" \
-      --temperatures "$temperatures" --k "$serve_k" --threads 1 --json "$run_dir/serve_bench_$t.json"
+      --temperatures "$temperatures" --k "$serve_k" --threads 1 \
+      --cpu-activations "$activations" --json "$run_dir/serve_bench_$t.json"
     stop_services
   done
 fi
 
 # Summary: one table and one JSON file.
-python3 - "$run_dir" "$json" "$(( $(date +%s) - t_start ))" "$limit" "$max_tokens" <<'EOF'
+python3 - "$run_dir" "$json" "$(( $(date +%s) - t_start ))" "$limit" "$max_tokens" "$activations" <<'EOF'
 import glob, json, os, sys
-run_dir, out_path, seconds, limit, max_tokens = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5]
+run_dir, out_path, seconds, limit, max_tokens, activations = sys.argv[1:3] + [int(sys.argv[3])] + sys.argv[4:7]
 load = lambda p: json.load(open(p)) if os.path.exists(p) else None
 bench = load(os.path.join(run_dir, "bench.json"))
 spec = []  # (target format, row)
@@ -215,7 +221,7 @@ for p in sorted(glob.glob(os.path.join(run_dir, "spec_bench_*.json"))):
 serve = {}
 for p in sorted(glob.glob(os.path.join(run_dir, "serve_bench_*.json"))):
     serve[os.path.basename(p)[len("serve_bench_"):-5]] = load(p)
-print(f"\n== summary ({limit} prompts x {max_tokens} tokens, {seconds} s of benchmarks)")
+print(f"\n== summary ({limit} prompts x {max_tokens} tokens, {seconds} s of benchmarks, {activations} activations)")
 if bench:
     print(f"{'model':44} {'thr':>3} {'prefill t/s':>11} {'decode t/s':>10} {'@depth':>7} {'GB/token':>8} {'of bw':>6}")
     for r in bench["results"]:
@@ -236,7 +242,7 @@ for t, r in spec:
 for t, rows in serve.items():
     for r in rows:
         fmt(r["where"][:10], t, 1, r, r["tokens_per_s"], r["speedup_vs_plain"])
-json.dump({"limit": int(limit), "max_tokens": int(max_tokens), "seconds": seconds, "bench": bench,
+json.dump({"cpu_activations": activations, "limit": int(limit), "max_tokens": int(max_tokens), "seconds": seconds, "bench": bench,
            "spec_bench": [dict(r, format=t) for t, r in spec], "serve_bench": serve}, open(out_path, "w"), indent=2)
 print(f"\nJSON: {out_path}")
 EOF

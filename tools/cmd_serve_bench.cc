@@ -205,6 +205,7 @@ absl::Status Run(const CliArgs& args) {
   }
   BackendOptions bo;
   bo.shared_pool = std::make_shared<ThreadPool>(static_cast<int>(threads));
+  ASSIGN_OR_RETURN(bo.cpu_activations, ParseMatMulActivations(args.Str("cpu-activations")));
   ASSIGN_OR_RETURN(auto target, MakeCpuBackend(*target_model, bo));
   ASSIGN_OR_RETURN(auto draft, MakeCpuBackend(*draft_model, bo));
 
@@ -272,6 +273,7 @@ int ServeBench(int argc, char** argv) {
   args.Flag("temperatures", "0,1", "comma-separated temperatures");
   args.Flag("k", "4", "tokens drafted per round (1..16) or 'adaptive'");
   args.Flag("threads", "1", "CPU threads of the in-process runs");
+  args.Flag("cpu-activations", "fp32", "the in-process runs' CPU matrix products: fp32 or int8 (as the services')");
   args.Flag("lookup", "2", "the in-process runs' prompt lookup (as the coordinator's --draft-lookup, default 2)");
   args.Flag("json", "", "also write one JSON object per row to this file");
   args.Flag("concurrency", "",
