@@ -2,10 +2,10 @@
 // backends/cpu_backend.cc step for step: the kernels of this folder for the
 // element-wise ops and attention, cuBLAS for the matrix products.
 //
-// - Weights are uploaded once: F16 matrices as stored; every other type
-//   (F32, BF16, Q8_0, K-quants, ...) is dequantised to fp32 on the host and
-//   rounded to F16 at upload, so one GEMM path serves all files. Norm gains
-//   and biases stay fp32.
+// - Weights are uploaded once (backends/cuda_upload.cuh): F16 matrices as
+//   stored; every other type (F32, BF16, Q8_0, K-quants, ...) is dequantised
+//   to fp32 on the host and rounded to F16 at upload, so one GEMM path serves
+//   all files. Norm gains and biases stay fp32.
 // - Activations and the KV cache are fp32. Passes of up to 32 tokens (decode,
 //   verify) multiply in a fixed-order fp32 kernel, so a token's logits have
 //   the same bits in any pass shape and batch (with attention's fixed key
@@ -40,8 +40,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "backends/cuda_upload.cuh"
 #include "backends/make_backend.h"
-#include "backends/weight_convert.h"
 #include "common/backend.h"
 #include "common/fp16.h"
 #include "common/kv_sizing.h"
@@ -73,37 +73,6 @@ using cuda::DeviceBuffer;
 // passes grow the buffers later, out of the headroom (common/kv_sizing.h).
 constexpr int64_t kPlanTokens = 1024;
 
-// Pinned host memory (cudaMallocHost), grown on demand.
-class PinnedBuffer {
- public:
-  ~PinnedBuffer() { Reset(); }
-  absl::Status Reserve(size_t bytes) {
-    if (bytes <= bytes_) return absl::OkStatus();
-    Reset();
-    void* p = nullptr;
-    SPECSERVE_CUDA_RETURN_IF_ERROR(cudaMallocHost(&p, bytes));
-    ptr_ = p;
-    bytes_ = bytes;
-    return absl::OkStatus();
-  }
-  void Reset() {
-    if (ptr_ != nullptr) cudaFreeHost(ptr_);
-    ptr_ = nullptr;
-    bytes_ = 0;
-  }
-  char* get() const { return static_cast<char*>(ptr_); }
-
- private:
-  void* ptr_ = nullptr;
-  size_t bytes_ = 0;
-};
-
-struct DeviceMatrix {
-  DeviceBuffer data;  // [rows, cols] f16, row-major
-  int64_t rows = 0;
-  int64_t cols = 0;
-};
-
 struct DeviceLayer {
   DeviceBuffer attn_norm;  // [n_embd] f32
   DeviceMatrix wq;         // [q_dim, n_embd]
@@ -116,34 +85,6 @@ struct DeviceLayer {
   DeviceMatrix up;         // [n_ff, n_embd]
   DeviceMatrix down;       // [n_embd, n_ff]
 };
-
-absl::Status UploadVector(const float* host, int64_t n, DeviceBuffer* out) {
-  RETURN_IF_ERROR(out->Allocate(n * sizeof(float)));
-  SPECSERVE_CUDA_RETURN_IF_ERROR(cudaMemcpy(out->get(), host, n * sizeof(float), cudaMemcpyHostToDevice));
-  return absl::OkStatus();
-}
-
-// F16 rows go up as stored; other types are widened and rounded to f16 a
-// slab of rows at a time, on `pool` (backends/weight_convert.h: F16C).
-absl::Status UploadMatrix(const MatrixView& m, ThreadPool& pool, DeviceMatrix* out) {
-  out->rows = m.rows;
-  out->cols = m.cols;
-  const size_t bytes = static_cast<size_t>(m.rows) * m.cols * sizeof(uint16_t);
-  RETURN_IF_ERROR(out->data.Allocate(bytes));
-  if (m.type == GgmlType::kF16 && m.row_bytes == m.cols * sizeof(uint16_t)) {
-    SPECSERVE_CUDA_RETURN_IF_ERROR(cudaMemcpy(out->data.get(), m.data, bytes, cudaMemcpyHostToDevice));
-    return absl::OkStatus();
-  }
-  const int64_t slab = std::max<int64_t>(1, (int64_t{64} << 20) / std::max<int64_t>(1, m.cols));
-  std::vector<uint16_t> half(static_cast<size_t>(std::min(slab, m.rows)) * m.cols);
-  for (int64_t r0 = 0; r0 < m.rows; r0 += slab) {
-    const int64_t n = std::min(slab, m.rows - r0);
-    RowsToF16(m, r0, n, half.data(), pool);
-    SPECSERVE_CUDA_RETURN_IF_ERROR(cudaMemcpy(out->data.as<uint16_t>() + r0 * m.cols, half.data(),
-                                              n * m.cols * sizeof(uint16_t), cudaMemcpyHostToDevice));
-  }
-  return absl::OkStatus();
-}
 
 class CudaBackend final : public Backend {
  public:
