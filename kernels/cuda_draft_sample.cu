@@ -41,21 +41,9 @@ __global__ void __launch_bounds__(kThreads) DraftSampleKernel(DraftSampleBatchAr
   // The n best rank keys (unique: the id is in the low word), sorted descending.
   const int n = min(max(P.top_n, 1), min(V, a.max_n));
   const uint64_t kth = n == V ? 0 : SelectKth(logits, V, 0, ~0ull, static_cast<unsigned>(n), sh);
-  if (threadIdx.x == 0) sh.i32[3] = 0;
-  __syncthreads();
-  for (int i = threadIdx.x; i < V; i += blockDim.x) {
-    const uint64_t key = RankKey(logits[i], i);
-    if (key >= kth) {
-      const int slot = atomicAdd(&sh.i32[3], 1);
-      if (slot < kChunk) sh.u.keys[slot] = key;
-    }
-  }
-  __syncthreads();
-  int n2 = 1;
-  while (n2 < n) n2 <<= 1;
-  for (int j = n + threadIdx.x; j < n2; j += blockDim.x) sh.u.keys[j] = 0;  // 0 ranks after every key
-  __syncthreads();
-  BitonicSortDescending(sh.u.keys, n2);
+  // The band [kth, ~0): no rank key is ~0 (NaN ranks as -inf, so the high
+  // word is at most +inf's 0xFF800000), so this is every key >= kth.
+  SortBandKeys(logits, V, kth, ~0ull, n, sh);
   __syncthreads();
 
   // The rest is O(N) and runs on one thread, in the host's order.

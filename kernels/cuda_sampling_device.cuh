@@ -1,9 +1,10 @@
-// Device-only helpers of the verify-and-resample kernel (kernels/cuda_verify.cu):
-// the recipe of spec/sampling.cc on the device (rank keys, block argmax,
-// ordered visits and sums, radix select, bitonic sort, the top-p cutoff, the
+// Device-only helpers of the verify-and-resample kernel (kernels/cuda_verify.cu)
+// and the draft's sampling kernel (kernels/cuda_draft_sample.cu): the recipe
+// of spec/sampling.cc on the device (rank keys, block argmax, ordered visits
+// and sums, radix select, sorted bands of rank keys, the top-p cutoff, the
 // ordered draw), with the block shape and the shared memory they work in.
-// Included by cuda_verify.cu only; like the rest of that file, everything here
-// is in an unnamed namespace.
+// Included by those two .cu files only; everything here is in an unnamed
+// namespace.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -251,6 +252,29 @@ __device__ void BitonicSortDescending(uint64_t* keys, int n) {
   }
 }
 
+// The m rank keys of the row in the band [lo, hi) (exactly m of them,
+// m <= kChunk) into sh.u.keys[0, m), sorted descending; keys [m, n2) are 0
+// (ranks after every key), n2 the power of two >= m. All threads call it; on
+// return every thread sees the sorted keys (the barrier before the sort, and
+// the sort's own when n2 > 1). Uses sh.i32[3].
+__device__ void SortBandKeys(const float* logits, int V, uint64_t lo, uint64_t hi, int m, Shared& sh) {
+  if (threadIdx.x == 0) sh.i32[3] = 0;
+  __syncthreads();
+  for (int i = threadIdx.x; i < V; i += blockDim.x) {
+    const uint64_t key = RankKey(logits[i], i);
+    if (key >= lo && key < hi) {
+      const int slot = atomicAdd(&sh.i32[3], 1);
+      if (slot < kChunk) sh.u.keys[slot] = key;
+    }
+  }
+  __syncthreads();
+  int n2 = 1;
+  while (n2 < m) n2 <<= 1;
+  for (int j = m + threadIdx.x; j < n2; j += blockDim.x) sh.u.keys[j] = 0;  // 0 ranks after every key
+  __syncthreads();
+  BitonicSortDescending(sh.u.keys, n2);
+}
+
 // sampling.cc TopPCutoff: the rank key of the last token top-p keeps, i.e.
 // the first key in rank order at which the running double sum of e reaches
 // target, over the pool (the pool_size keys >= pool_lo); the pool's last key
@@ -263,21 +287,7 @@ __device__ uint64_t TopPCutoff(const float* logits, int V, uint64_t pool_lo, int
   for (;;) {
     const int m = min(kChunk, remaining);
     const uint64_t lo = m == remaining ? pool_lo : SelectKth(logits, V, pool_lo, upper, m, sh);
-    if (threadIdx.x == 0) sh.i32[3] = 0;
-    __syncthreads();
-    for (int i = threadIdx.x; i < V; i += blockDim.x) {
-      const uint64_t key = RankKey(logits[i], i);
-      if (key >= lo && key < upper) {
-        const int slot = atomicAdd(&sh.i32[3], 1);
-        if (slot < kChunk) sh.u.keys[slot] = key;
-      }
-    }
-    __syncthreads();
-    int n2 = 1;
-    while (n2 < m) n2 <<= 1;
-    for (int j = m + threadIdx.x; j < n2; j += blockDim.x) sh.u.keys[j] = 0;  // 0 ranks after every key
-    __syncthreads();
-    BitonicSortDescending(sh.u.keys, n2);
+    SortBandKeys(logits, V, lo, upper, m, sh);
     if (threadIdx.x == 0) {
       int found = 0;
       uint64_t cut = 0;
