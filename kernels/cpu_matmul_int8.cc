@@ -287,6 +287,7 @@ struct Ungrouped {
 // block_q8_0 { f16 d; i8 qs[32] }: u = qs ^ 0x80 (qs + 128).
 struct VQ8_0 : Ungrouped {
   static constexpr int kOffset = 128;
+  static constexpr int kPairBytes = 68;
   static void Pair(const uint8_t* row, int64_t p, int, const State&, __m512i& w, __m512& sw) {
     const uint8_t* b = row + 68 * p;
     const __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(Load32(b + 2)), Load32(b + 36), 1);
@@ -304,6 +305,7 @@ struct VQ8_0 : Ungrouped {
 // of qs[e], element 16 + e the high nibble of qs[e], bit e of qh the fifth bit.
 struct VQ5_0 : Ungrouped {
   static constexpr int kOffset = 16;
+  static constexpr int kPairBytes = 44;
   static __m512i Codes(__m128i s0, __m128i s1, uint64_t qh) {
     const __m256i t = _mm256_inserti128_si256(_mm256_castsi128_si256(s0), s1, 1);
     // 128-bit lanes qs0, qs0, qs1, qs1; the second of each pair shifted by 4.
@@ -353,6 +355,7 @@ struct VQ4_K {
   static constexpr int kGroup = 4;
   static constexpr bool kMins = true;
   static constexpr int kOffset = 0;
+  static constexpr int kPairBytes = 144 / 4;
   struct State {
     alignas(64) float dm[16];
     const uint8_t* qs;
@@ -393,6 +396,7 @@ struct VQ6_K {
   static constexpr int kGroup = 4;
   static constexpr bool kMins = false;
   static constexpr int kOffset = 32;
+  static constexpr int kPairBytes = (210 + 3) / 4;
   struct State {
     alignas(64) float ds[16];
     const uint8_t* b;
@@ -429,15 +433,15 @@ inline void Step(const __m512i& w, const __m512& sw, const Int8Pair& x, __m512& 
 
 // R rows times T tokens, all accumulators in registers. rows[0..R) may
 // repeat a row (a short last group): its sums are computed and dropped.
-// `ahead`, when set, is the memory of the rows after these (ahead_bytes of
-// it): it is prefetched into L2 a slice per pair, so that it arrives while
+// `ahead`, when set, is the memory of the R rows after these: it is
+// prefetched into L2 a slice per pair, so that it arrives while
 // this tile computes. Without it the R interleaved short row streams left a
 // one-token pass streaming Q8_0 weights at 2/3 of the read bandwidth (10.6
 // vs 16.2 GB/s on the shared Zen 4 box; prefetching into L1 was slower
 // still, 9 GB/s).
 template <class D, int R, int T>
 void Tile(const uint8_t* const* rows, int nrows, const Int8Activations& a, int64_t t0, float* y, int64_t ldy,
-          const uint8_t* ahead, int64_t ahead_bytes) {
+          const uint8_t* ahead) {
   __m512 acc[R][T];
 #pragma GCC unroll 32
   for (int j = 0; j < R; ++j)
@@ -446,8 +450,9 @@ void Tile(const uint8_t* const* rows, int nrows, const Int8Activations& a, int64
   const Int8Pair* xs[T];
   for (int t = 0; t < T; ++t) xs[t] = a.token(t0 + t);
   const int64_t chunks = a.n / kBlock, full = chunks / 2;
-  // Cache lines of `ahead` per pair.
-  const int64_t lines = full > 0 ? (ahead_bytes + 64 * full - 1) / (64 * full) : 0;
+  // Cache lines of `ahead` per pair (a compile-time count: with a loop of
+  // run-time length here GCC stored every accumulator to the stack each pair).
+  constexpr int kLines = (R * D::kPairBytes + 63) / 64;
   for (int64_t p0 = 0; p0 < full; p0 += D::kGroup) {
     typename D::State state[R];
 #pragma GCC unroll 32
@@ -466,8 +471,9 @@ void Tile(const uint8_t* const* rows, int nrows, const Int8Activations& a, int64
     for (int k = 0; k < D::kGroup; ++k) {
       const int64_t p = p0 + k;
       if (ahead != nullptr) {
-        const char* pf = reinterpret_cast<const char*>(ahead) + 64 * p * lines;
-        for (int64_t l = 0; l < lines; ++l) _mm_prefetch(pf + 64 * l, _MM_HINT_T1);
+        const char* pf = reinterpret_cast<const char*>(ahead) + 64 * kLines * p;
+#pragma GCC unroll 32
+        for (int l = 0; l < kLines; ++l) _mm_prefetch(pf + 64 * l, _MM_HINT_T1);
       }
 #pragma GCC unroll 32
       for (int j = 0; j < R; ++j) {
@@ -510,10 +516,8 @@ void Group(const MatrixView& w, const Int8Activations& a, int64_t t0, float* y, 
     const int nrows = static_cast<int>(std::min<int64_t>(R, r1 - r));
     const uint8_t* rows[R];
     for (int j = 0; j < R; ++j) rows[j] = w.row(r + (j < nrows ? j : 0));
-    const int64_t next = std::min<int64_t>(R, end - (r + nrows));
-    const bool pf = prefetch && next > 0;
-    Tile<D, R, T>(rows, nrows, a, t0, y + r, w.rows, pf ? w.row(r + nrows) : nullptr,
-                  pf ? next * static_cast<int64_t>(w.row_bytes) : 0);
+    const bool pf = prefetch && r + nrows < end;
+    Tile<D, R, T>(rows, nrows, a, t0, y + r, w.rows, pf ? w.row(r + nrows) : nullptr);
   }
 }
 
