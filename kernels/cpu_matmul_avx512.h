@@ -10,10 +10,10 @@
 // grouped with a row or the thread that runs it, so a verify pass of K+1
 // tokens gives each token the bits one-token decoding gives it.
 //
-// Why fp32 and not int8 activations (llama.cpp's choice): quantizing the
-// activations to Q8 blocks of 32 moved the bundled quantized models' top-5
-// logits by up to 0.18 from the fp32 reference (golden_quant.json allows
-// 0.01) and changed greedy continuations; see docs/performance_model.md.
+// These are the default (--cpu-activations fp32). int8 activations, as
+// llama.cpp uses, are opt-in (kernels/cpu_matmul_int8.h): faster, but they
+// move the logits by up to ~0.26 on the bundled quantized models
+// (docs/performance_model.md).
 #pragma once
 
 #include <cstdint>
