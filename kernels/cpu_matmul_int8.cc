@@ -449,8 +449,7 @@ void Tile(const uint8_t* const* rows, int nrows, const Int8Activations& a, int64
   const Int8Pair* xs[T];
   for (int t = 0; t < T; ++t) xs[t] = a.token(t0 + t);
   const int64_t chunks = a.n / kBlock, full = chunks / 2;
-  // Cache lines of `ahead` per pair (a compile-time count: with a loop of
-  // run-time length here GCC stored every accumulator to the stack each pair).
+  // Cache lines of `ahead` per pair.
   constexpr int kLines = (R * D::kPairBytes + 63) / 64;
   for (int64_t p0 = 0; p0 < full; p0 += D::kGroup) {
     typename D::State state[R];
@@ -496,8 +495,16 @@ void Tile(const uint8_t* const* rows, int nrows, const Int8Activations& a, int64
       }
     }
   }
+  // Every sum is reduced with constant indices (acc indexed by the run-time
+  // nrows made GCC keep a copy of the accumulators on the stack, stored at
+  // every pair); the repeated rows of a short tile are then dropped.
+  float sums[R][T];
+#pragma GCC unroll 32
+  for (int j = 0; j < R; ++j)
+#pragma GCC unroll 32
+    for (int t = 0; t < T; ++t) sums[j][t] = _mm512_reduce_add_ps(acc[j][t]);
   for (int j = 0; j < nrows; ++j)
-    for (int t = 0; t < T; ++t) y[t * ldy + j] = _mm512_reduce_add_ps(acc[j][t]);
+    for (int t = 0; t < T; ++t) y[t * ldy + j] = sums[j][t];
 }
 
 // Rows per tile for T tokens: enough independent chains for one token, and
