@@ -18,7 +18,10 @@
 // GCC 12 reports its own _mm512_undefined_* placeholders as uninitialized.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c")
+
+#include "kernels/cpu_q4k_scales_avx512.h"  // inside the target region (its header says why)
 
 namespace specserve::cpu {
 namespace {
@@ -111,30 +114,10 @@ struct DecodeQ4_K {
     float dm[16];  // d1 of sub-blocks 0..7, then m1
     const uint8_t* qs;
   };
-  // Lanes 0..7 of the 16 ints are the scales of sub-blocks 0..7, lanes 8..15
-  // the mins, gathered from the scale bytes as ggml's get_scale_min_k4 does:
-  // for j < 4, byte j (scale) or j + 4 (min) & 63; for j >= 4, the low
-  // (scale) or high (min) nibble of byte j + 4, with the top two bits of byte
-  // j - 4 (scale) or j (min) above it.
+  // The scales and mins: kernels/cpu_q4k_scales_avx512.h.
   static void Prepare(const uint8_t* row, int64_t g, State& s) {
     const uint8_t* b = row + g * 144;
-    const __m512i bytes = _mm512_cvtepu8_epi32(Load16(b + 4));  // the 12 scale bytes and 4 of qs
-    const __m512i low_at = _mm512_set_epi32(11, 10, 9, 8, 7, 6, 5, 4, 11, 10, 9, 8, 3, 2, 1, 0);
-    const __m512i high_at = _mm512_set_epi32(7, 6, 5, 4, 0, 0, 0, 0, 3, 2, 1, 0, 0, 0, 0, 0);
-    const __m512i low_shift = _mm512_set_epi32(4, 4, 4, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
-    const __m512i low_mask = _mm512_set_epi32(15, 15, 15, 15, 63, 63, 63, 63, 15, 15, 15, 15, 63, 63, 63, 63);
-    const __m512i high_mask = _mm512_set_epi32(48, 48, 48, 48, 0, 0, 0, 0, 48, 48, 48, 48, 0, 0, 0, 0);
-    const __m512i low =
-        _mm512_and_si512(_mm512_srlv_epi32(_mm512_permutexvar_epi32(low_at, bytes), low_shift), low_mask);
-    const __m512i high = _mm512_and_si512(
-        _mm512_slli_epi32(_mm512_srli_epi32(_mm512_permutexvar_epi32(high_at, bytes), 6), 4), high_mask);
-    // d in lanes 0..7, dmin in 8..15.
-    uint32_t halves;
-    std::memcpy(&halves, b, sizeof(halves));
-    const __m128 d_dmin = _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(halves)));
-    const __m512 dd = _mm512_permutexvar_ps(_mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0),
-                                            _mm512_castps128_ps512(d_dmin));
-    _mm512_storeu_ps(s.dm, _mm512_mul_ps(dd, _mm512_cvtepi32_ps(_mm512_or_si512(low, high))));
+    DecodeQ4_KScales(b, s.dm);
     s.qs = b + 16;
   }
   static void Chunk(const uint8_t*, int64_t, int j, const State& s, __m512& w0, __m512& w1) {
