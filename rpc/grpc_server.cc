@@ -62,10 +62,13 @@ absl::Status ParseConnectionAgeFlags(const CliArgs& args, ServerOptions* opts) {
 
 absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(const ServerOptions& opts,
                                                               const std::vector<grpc::Service*>& services) {
-  grpc::EnableDefaultHealthCheckService(true);
+  // Our own health service: NOT_SERVING from its first answer (gRPC's
+  // default says SERVING until told otherwise).
+  grpc::EnableDefaultHealthCheckService(false);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   auto s = std::unique_ptr<GrpcServer>(new GrpcServer());
   s->opts_ = opts;
+  s->health_ = std::make_unique<HealthService>();
   grpc::ServerBuilder builder;
   builder.AddListeningPort(opts.listen, MakeServerCredentials(opts.tls), &s->port_);
   // A port another process listens on is a start-up error, not a port the
@@ -83,6 +86,7 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(const ServerOption
     builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS,
                                static_cast<int>(opts.max_connection_age_grace_seconds * 1000));
   }
+  builder.RegisterService(s->health_.get());
   for (grpc::Service* svc : services) builder.RegisterService(svc);
   s->server_ = builder.BuildAndStart();
   if (!s->server_ || s->port_ == 0) {
@@ -93,7 +97,6 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(const ServerOption
     }
     return absl::UnavailableError(absl::StrCat("cannot listen on ", opts.listen, " (is another process using it?)"));
   }
-  s->SetServing(false);
   if (opts.tls.enabled()) {
     log::Info(absl::StrCat("serving TLS on ", opts.listen, " (", opts.tls.cert_path,
                            "); client certificates must be signed by ", opts.tls.ca_path));
@@ -102,13 +105,14 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(const ServerOption
 }
 
 GrpcServer::~GrpcServer() {
+  health_->Shutdown();
   if (server_ && !stopped_) server_->Shutdown(std::chrono::system_clock::now());
 }
 
 void GrpcServer::SetServing(bool serving) {
   std::lock_guard<std::mutex> lock(mu_);
   if (draining_ && serving) return;  // once draining, NOT_SERVING for good
-  if (auto* health = server_->GetHealthCheckService()) health->SetServingStatus(serving);
+  health_->Set(serving);
 }
 
 void GrpcServer::Drain(const std::function<void()>& refuse_new, const std::function<int()>& active) {
@@ -126,6 +130,7 @@ void GrpcServer::Drain(const std::function<void()>& refuse_new, const std::funct
   }
   if (n > 0) log::Warn(absl::StrFormat("drain timeout: cancelling %d session(s)", n));
   // A short grace for calls that are finishing, then the rest are cancelled.
+  health_->Shutdown();
   server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
   stopped_ = true;
 }

@@ -15,6 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/cli_args.h"
+#include "rpc/health_service.h"
 #include "rpc/tls.h"
 
 namespace specserve::rpc {
@@ -65,6 +66,7 @@ class GrpcServer {
  private:
   GrpcServer() = default;
   ServerOptions opts_;
+  std::unique_ptr<HealthService> health_;  // outlives server_
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   bool stopped_ = false;
