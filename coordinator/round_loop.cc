@@ -31,7 +31,12 @@ class Loop {
 
   absl::StatusOr<LoopStats> Run() {
     RETURN_IF_ERROR(verifier_.Open(spec_));
-    if (drafter_) {
+    // A request that starts with plain rounds (K = 0: asked for, or adaptive
+    // K under a saturated target) opens its drafter only when K first rises,
+    // at the committed sequence: until then the draft service neither
+    // prefills the prompt nor hears a verdict.
+    unopened_ = drafter_ != nullptr && NextK() == 0;
+    if (drafter_ && !unopened_) {
       if (absl::Status s = drafter_->Open(spec_); !s.ok()) FallBack(s, /*at_open=*/true);
     }
     while (st_.generated < spec_.max_new_tokens) {
@@ -52,7 +57,7 @@ class Loop {
     }
     if (st_.finish_reason.empty()) st_.finish_reason = "length";
     if (ahead_) ahead_->Wait();  // nothing of the drafter's still runs
-    if (drafter_) drafter_->Close();
+    if (drafter_ && !unopened_) drafter_->Close();
     verifier_.Close();
     st_.total_seconds = Since(t_start_);
     return st_;
@@ -65,7 +70,8 @@ class Loop {
   // sequence with what is left of the budget.
   void FallBack(const absl::Status& why, bool at_open) {
     if (ahead_) ahead_->Wait();  // nothing of the old drafter's still runs
-    if (drafter_) drafter_->Close();
+    if (drafter_ && !unopened_) drafter_->Close();
+    unopened_ = false;
     ++st_.fallbacks;
     owned_ = opts_.make_fallback ? opts_.make_fallback(why, at_open) : nullptr;
     drafter_ = owned_.get();
@@ -85,12 +91,39 @@ class Loop {
   int32_t NextK() const {
     return drafter_ ? static_cast<int32_t>(std::min<int64_t>(opts_.k.Next(), remaining() - 1)) : 0;
   }
-  bool Aside(int32_t k) const { return k == 0 && drafter_ && drafter_->remote() && ahead_; }
+  bool Aside(int32_t k) const { return k == 0 && drafter_ && !unopened_ && drafter_->remote() && ahead_; }
+
+  // The first round with K > 0 of a request that began with plain rounds:
+  // the drafter opens at the committed sequence, with what is left of the
+  // budget, as a fallback's replacement does (its rounds count from 0).
+  void OpenLate(RoundRecord& rec) {
+    unopened_ = false;
+    SessionSpec resumed = spec_;
+    resumed.prompt = sequence_;
+    resumed.max_new_tokens = std::max<int64_t>(0, remaining());
+    draft_round_ = 0;
+    last_.reset();
+    const auto t0 = Clock::now();
+    absl::Status s = drafter_->Open(resumed);
+    rec.draft_wall += Since(t0);
+    if (!s.ok()) {
+      FallBack(s, /*at_open=*/true);
+      rec.k = NextK();
+    }
+  }
 
   // Called even with k = 0 so the drafter hears every verdict in order. A
   // failed drafter is replaced and the replacement proposes this round.
   Proposal Propose(RoundRecord& rec) {
     rec.k = NextK();
+    if (unopened_) {
+      if (rec.k == 0) {  // still plain: nothing to tell a drafter that never opened
+        proposed_ = false;
+        rec.drafter = DrafterName(drafter_->kind());
+        return Proposal{};
+      }
+      OpenLate(rec);
+    }
     if (!Aside(rec.k)) {
       // The drafter has answered every verdict it heard aside (and the
       // look-ahead) before it proposes again; one that failed doing so is
@@ -198,6 +231,7 @@ class Loop {
   int64_t draft_round_ = 0;         // the drafter's round
   std::optional<RoundResult> last_; // the verdict the drafter hears next
   bool proposed_ = false;           // this round has a proposal
+  bool unopened_ = false;           // the drafter opens at the first round with K > 0
   absl::Status deferred_;           // a verdict heard aside failed (set by ahead_'s task)
   LoopStats st_;
 };

@@ -22,15 +22,16 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// A remote drafter whose verdict acknowledgements are held until released.
+// A remote drafter whose verdict acknowledgements (K = 0) are held until
+// released; it proposes K tokens at once.
 class HeldDrafter final : public Drafter {
  public:
   absl::Status Open(const SessionSpec&) override { return absl::OkStatus(); }
   absl::StatusOr<Proposal> Propose(int64_t round, const std::optional<RoundResult>& last, int32_t k) override {
     std::unique_lock<std::mutex> lock(mu_);
     heard_.push_back({round, last ? last->next_token : -1});
+    if (k > 0) return Proposal{std::vector<TokenId>(k, 7)};
     released_cv_.wait(lock, [&] { return released_; });
-    if (k != 0) return absl::InternalError("this drafter only hears verdicts");
     return Proposal{};
   }
   void Close() override {}
@@ -59,7 +60,6 @@ class CountingVerifier final : public Verifier {
  public:
   absl::Status Open(const SessionSpec&) override { return absl::OkStatus(); }
   absl::StatusOr<RoundResult> Verify(int64_t round, const Proposal& p) override {
-    EXPECT_TRUE(p.tokens.empty());
     std::lock_guard<std::mutex> lock(mu_);
     ++rounds_;
     cv_.notify_all();
@@ -85,7 +85,10 @@ TEST(RoundLoopAside, PlainRoundsGoOnWhileTheDrafterIsSlowToHearVerdicts) {
   HeldDrafter drafter;
   CountingVerifier verifier;
   LoopOptions opts;
-  opts.k = KPolicy::Scripted({0});
+  // One speculative round (the drafter opens), then plain rounds.
+  std::vector<int32_t> script(kTokens, 0);
+  script[0] = 1;
+  opts.k = KPolicy::Scripted(script);
   opts.overlap = true;
   std::vector<TokenId> out;
   opts.on_tokens = [&](absl::Span<const TokenId> ids) {
@@ -111,6 +114,78 @@ TEST(RoundLoopAside, PlainRoundsGoOnWhileTheDrafterIsSlowToHearVerdicts) {
     EXPECT_EQ(heard[r].first, r);
     EXPECT_EQ(heard[r].second, r == 0 ? -1 : 100 + r - 1) << "round " << r;
   }
+}
+
+// Records what the loop asks of it; proposes K copies of token 7.
+class RecordingDrafter final : public Drafter {
+ public:
+  absl::Status Open(const SessionSpec& spec) override {
+    opened.push_back(spec);
+    return absl::OkStatus();
+  }
+  absl::StatusOr<Proposal> Propose(int64_t round, const std::optional<RoundResult>&, int32_t k) override {
+    rounds.push_back({round, k});
+    return Proposal{std::vector<TokenId>(k, 7)};
+  }
+  void Close() override { ++closed; }
+  v1::Drafter kind() const override { return v1::DRAFTER_MODEL; }
+  bool remote() const override { return true; }
+
+  std::vector<SessionSpec> opened;
+  std::vector<std::pair<int64_t, int32_t>> rounds;  // (round, k) per proposal
+  int closed = 0;
+};
+
+LoopOptions Collecting(KPolicy k, std::vector<TokenId>* out) {
+  LoopOptions opts;
+  opts.k = std::move(k);
+  opts.overlap = true;
+  opts.on_tokens = [out](absl::Span<const TokenId> ids) {
+    out->insert(out->end(), ids.begin(), ids.end());
+    return true;
+  };
+  return opts;
+}
+
+// A request that starts with plain rounds (K = 0: asked for, or adaptive K
+// under a saturated target) never troubles the draft service while K stays
+// 0, and opens its drafter at the committed sequence when K first rises.
+TEST(RoundLoopLateOpen, PlainRequestsNeverOpenTheDrafter) {
+  SessionSpec spec;
+  spec.prompt = {1, 2, 3};
+  spec.max_new_tokens = 12;
+  RecordingDrafter drafter;
+  CountingVerifier verifier;
+  std::vector<TokenId> out;
+  LoopOptions opts = Collecting(KPolicy::Fixed(0), &out);
+  absl::StatusOr<LoopStats> stats = RunSpeculative(spec, &drafter, verifier, opts);
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_EQ(out.size(), 12u);
+  EXPECT_TRUE(drafter.opened.empty());
+  EXPECT_TRUE(drafter.rounds.empty());
+  EXPECT_EQ(drafter.closed, 0);
+  EXPECT_EQ(stats->fallbacks, 0);
+}
+
+TEST(RoundLoopLateOpen, TheDrafterOpensAtTheCommittedSequenceWhenKRises) {
+  SessionSpec spec;
+  spec.prompt = {1, 2, 3};
+  spec.max_new_tokens = 12;
+  RecordingDrafter drafter;
+  CountingVerifier verifier;
+  std::vector<TokenId> out;
+  // Rounds 0 and 1 plain (tokens 100, 101), round 2 drafts 2, then cycling.
+  LoopOptions opts = Collecting(KPolicy::Scripted({0, 0, 2, 0}), &out);
+  absl::StatusOr<LoopStats> stats = RunSpeculative(spec, &drafter, verifier, opts);
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  ASSERT_EQ(drafter.opened.size(), 1u);
+  EXPECT_EQ(drafter.opened[0].prompt, (std::vector<TokenId>{1, 2, 3, 100, 101}));
+  EXPECT_EQ(drafter.opened[0].max_new_tokens, 10);
+  ASSERT_FALSE(drafter.rounds.empty());
+  EXPECT_EQ(drafter.rounds[0], (std::pair<int64_t, int32_t>{0, 2}));  // its rounds count from 0
+  EXPECT_EQ(drafter.closed, 1);
+  EXPECT_EQ(stats->fallbacks, 0);
+  EXPECT_EQ(out.size(), 12u);
 }
 
 }  // namespace
