@@ -8,6 +8,7 @@
 #                            [--duration S] [--max-tokens N] [--json FILE] [--plot FILE.png]
 #                            [--prompts FILE.jsonl] [--limit N]
 #                            [--max-sessions N] [--max-waiting N] [--cpu-activations fp32|int8]
+#                            [--k adaptive|N]
 #
 # --max-sessions / --max-waiting go to the coordinator (64 / 256): with more
 # clients than --max-sessions the rest wait in its queue (their wait shows in
@@ -23,7 +24,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=${SPECSERVE_BIN:-$root/build/bin}
 pair=bundled concurrency=1,2,4,8,16,32 duration=10 max_tokens=64 json="" plot="" prompts="" limit=8
-max_sessions=64 max_waiting=256 activations=fp32
+max_sessions=64 max_waiting=256 activations=fp32 k=adaptive
 while [ $# -gt 0 ]; do
   case $1 in
     --pair) pair=$2; shift 2 ;;
@@ -37,6 +38,7 @@ while [ $# -gt 0 ]; do
     --max-sessions) max_sessions=$2; shift 2 ;;
     --max-waiting) max_waiting=$2; shift 2 ;;
     --cpu-activations) activations=$2; shift 2 ;;
+    --k) k=$2; shift 2 ;;
     *) echo "load_sweep.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -68,24 +70,26 @@ pids+=($!)
 "$bin/specserve-coordinator" --listen 127.0.0.1:$cp --target 127.0.0.1:$tp --draft 127.0.0.1:$dp \
   --max-sessions "$max_sessions" --max-waiting "$max_waiting" >"$work/coordinator.log" 2>&1 &
 pids+=($!)
-# Ready when a one-token request through the model drafter succeeds.
+# Ready when a request through the model drafter succeeds (two tokens: a
+# one-token request never drafts, so it never opens a draft session).
 for _ in $(seq 600); do
-  if "$bin/specserve" client --coordinator 127.0.0.1:$cp --prompt "def" --max-tokens 1 >/dev/null 2>&1; then break; fi
+  if "$bin/specserve" client --coordinator 127.0.0.1:$cp --prompt "def" --max-tokens 2 >/dev/null 2>&1; then break; fi
   sleep 0.5
 done
 sleep 2  # the coordinator reaches the draft service shortly after it serves
-# Warm-up: every prompt once through both services (one token each), so the
-# rows measure decoding with the prompts' prefixes cached (--prefix-cache),
-# not the first row alone paying every cold prefill.
+# Warm-up: every prompt once through both services (two tokens each: a
+# one-token request never drafts, and the draft service would never see the
+# prompt), so the rows measure decoding with the prompts' prefixes cached
+# (--prefix-cache), not the first row alone paying every cold prefill.
 "$bin/specserve" serve-bench --coordinator 127.0.0.1:$cp --target-model "$target" --draft-model "$draft" \
-  --prompts "$prompts" --limit "$limit" --max-tokens 1 --temperatures 0 --k 4 --concurrency "$limit" \
+  --prompts "$prompts" --limit "$limit" --max-tokens 2 --temperatures 0 --k 4 --concurrency "$limit" \
   --duration 1 >/dev/null 2>&1 || true
 [ -n "$plot" ] && [ -z "$json" ] && json=$work/rows.json
 json_args=()
 [ -n "$json" ] && json_args=(--json "$json")
 "$bin/specserve" serve-bench --coordinator 127.0.0.1:$cp --target-model "$target" --draft-model "$draft" \
-  --prompts "$prompts" --limit "$limit" --max-tokens "$max_tokens" --temperatures 0 --k adaptive \
+  --prompts "$prompts" --limit "$limit" --max-tokens "$max_tokens" --temperatures 0 --k "$k" \
   --concurrency "$concurrency" --duration "$duration" "${json_args[@]}"
 if [ -n "$plot" ]; then
-  python3 "$root/bench/plot_load.py" "$json" "$plot" --title "serve-bench, $pair pair, adaptive K vs plain"
+  python3 "$root/bench/plot_load.py" "$json" "$plot" --title "serve-bench, $pair pair, K $k vs plain"
 fi

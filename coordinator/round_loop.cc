@@ -1,6 +1,7 @@
 #include "coordinator/round_loop.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <utility>
 
@@ -96,6 +97,10 @@ class Loop {
   // The first round with K > 0 of a request that began with plain rounds:
   // the drafter opens at the committed sequence, with what is left of the
   // budget, as a fallback's replacement does (its rounds count from 0).
+  // With a remote drafter and the loop's worker, the open (the draft
+  // service's prefill) runs there, and the rounds stay plain until it is
+  // done, the drafter hearing their verdicts in order behind it: a late open
+  // never holds up the target. Otherwise it opens here, in this round.
   void OpenLate(RoundRecord& rec) {
     unopened_ = false;
     SessionSpec resumed = spec_;
@@ -103,6 +108,17 @@ class Loop {
     resumed.max_new_tokens = std::max<int64_t>(0, remaining());
     draft_round_ = 0;
     last_.reset();
+    if (drafter_->remote() && ahead_) {
+      opening_.store(true);
+      Drafter* d = drafter_;
+      ahead_->Start([this, d, resumed = std::move(resumed)] {
+        absl::Status s = d->Open(resumed);
+        if (deferred_.ok()) deferred_ = std::move(s);  // a failed open: replaced at the next drafting round
+        opening_.store(false);
+      });
+      rec.k = 0;
+      return;
+    }
     const auto t0 = Clock::now();
     absl::Status s = drafter_->Open(resumed);
     rec.draft_wall += Since(t0);
@@ -124,6 +140,7 @@ class Loop {
       }
       OpenLate(rec);
     }
+    if (opening_.load()) rec.k = 0;  // the drafter still opens aside: plain rounds meanwhile
     if (!Aside(rec.k)) {
       // The drafter has answered every verdict it heard aside (and the
       // look-ahead) before it proposes again; one that failed doing so is
@@ -232,6 +249,7 @@ class Loop {
   std::optional<RoundResult> last_; // the verdict the drafter hears next
   bool proposed_ = false;           // this round has a proposal
   bool unopened_ = false;           // the drafter opens at the first round with K > 0
+  std::atomic<bool> opening_{false};  // ...and that open still runs on the worker
   absl::Status deferred_;           // a verdict heard aside failed (set by ahead_'s task)
   LoopStats st_;
 };
