@@ -81,6 +81,13 @@ class CountingVerifier final : public Verifier {
   int rounds_ = 0;
 };
 
+// What CountingVerifier commits in `rounds` rounds: 100, 101, ...
+std::vector<TokenId> Committed(int rounds) {
+  std::vector<TokenId> ids;
+  for (int r = 0; r < rounds; ++r) ids.push_back(100 + r);
+  return ids;
+}
+
 TEST(RoundLoopAside, PlainRoundsGoOnWhileTheDrafterIsSlowToHearVerdicts) {
   constexpr int kTokens = 20;
   SessionSpec spec;
@@ -108,9 +115,7 @@ TEST(RoundLoopAside, PlainRoundsGoOnWhileTheDrafterIsSlowToHearVerdicts) {
   ASSERT_TRUE(all_rounds) << "the rounds waited for the drafter";
   ASSERT_TRUE(stats.ok()) << stats.status();
   EXPECT_EQ(stats->fallbacks, 0);
-  std::vector<TokenId> want;
-  for (int r = 0; r < kTokens; ++r) want.push_back(100 + r);
-  EXPECT_EQ(out, want);
+  EXPECT_EQ(out, Committed(kTokens));
   // It heard every verdict, in order: round r carries round r - 1's token.
   const std::vector<std::pair<int64_t, TokenId>> heard = drafter.heard();
   ASSERT_EQ(heard.size(), static_cast<size_t>(kTokens));
@@ -280,9 +285,7 @@ TEST(RoundLoopLateOpen, ALateOpenRunsAsideWhileTheRoundsGoOnPlain) {
   ASSERT_TRUE(went_on) << "the rounds waited for the drafter's open";
   ASSERT_TRUE(stats.ok()) << stats.status();
   EXPECT_EQ(stats->fallbacks, 0);
-  std::vector<TokenId> want;
-  for (int r = 0; r < kTokens; ++r) want.push_back(100 + r);
-  EXPECT_EQ(out, want);
+  EXPECT_EQ(out, Committed(kTokens));
   // Opened once, at the sequence committed when K rose (after round 0).
   const std::vector<SessionSpec> opened = drafter.opened();
   ASSERT_EQ(opened.size(), 1u);
