@@ -15,8 +15,9 @@
 #   2. specserve spec-bench: plain vs speculative (K 2/4/adaptive, T 0 and 1)
 #      at 1 and 2 threads, with acceptance and tokens per pass;
 #   3. the three services (target and draft pinned to separate cores when
-#      taskset exists) and specserve serve-bench: plain vs speculative
-#      through them and in process;
+#      taskset exists; --target-cores 2: the target on both, the draft
+#      sharing one) and specserve serve-bench: plain vs speculative through
+#      them and in process at as many threads as the target has;
 # and prints a summary table and writes all of it as one JSON file.
 # Prompts are the held-out ones in ../shared/eval (read now), the tail of each
 # cut to --prompt-chars. The defaults (2 prompts of ~100 tokens x 64 new
@@ -39,6 +40,7 @@ targets="q8_0"
 ks="2,4,adaptive"
 temperatures="0,1"
 serve_k="4"
+target_cores=1
 services=1
 in_process=1
 json=""
@@ -59,6 +61,8 @@ usage: bench/realistic.sh [flags]
   --ks LIST            spec-bench K values (default: $ks)
   --temperatures LIST  (default: $temperatures)
   --serve-k K          K through the services, a number or adaptive (default: $serve_k)
+  --target-cores N     the services' layout: 1, target and draft on a core each (cores 0 and 1);
+                       2, the target on both cores with 2 threads, the draft sharing core 1 (default: $target_cores)
   --no-services        skip the three-process runs
   --services-only      only the three-process runs (the summary keeps the last run's other results)
   --cpu-activations A  fp32 or int8 matrix products everywhere (default: $activations; docs/performance_model.md)
@@ -80,6 +84,7 @@ while [ $# -gt 0 ]; do
     --ks) ks="$2"; shift 2 ;;
     --temperatures) temperatures="$2"; shift 2 ;;
     --serve-k) serve_k="$2"; shift 2 ;;
+    --target-cores) target_cores="$2"; shift 2 ;;
     --no-services) services=0; shift ;;
     --services-only) in_process=0; shift ;;
     --json) json="$2"; shift 2 ;;
@@ -88,6 +93,7 @@ while [ $# -gt 0 ]; do
     *) echo "realistic.sh: unknown flag $1" >&2; usage >&2; exit 2 ;;
   esac
 done
+case "$target_cores" in 1|2) ;; *) echo "realistic.sh: --target-cores 1|2" >&2; exit 2 ;; esac
 [ -n "$prompts_src" ] || prompts_src="$shared/eval/code_prompts.jsonl"
 mkdir -p "$cache"
 [ -n "$json" ] || json="$cache/results.json"
@@ -184,11 +190,18 @@ if [ "$services" = 1 ]; then
   done
   read -r tp dp cp tm dm cm < <(python3 "$repo/tools/free_ports.py" 6 | tr '\n' ' '; echo)
   pin0=() pin1=()
-  if command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ]; then pin0=(taskset -c 0) pin1=(taskset -c 1); fi
+  if command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ]; then
+    pin0=(taskset -c 0) pin1=(taskset -c 1)
+    [ "$target_cores" = 2 ] && pin0=(taskset -c 0,1)
+  fi
   for t in ${targets//,/ }; do
-    echo "== services: target-1b-$t and the draft, one thread each${pin0:+, on cores 0 and 1}"
+    if [ "$target_cores" = 2 ]; then
+      echo "== services: target-1b-$t on 2 threads${pin0:+ (cores 0,1)}, the draft on 1${pin1:+ (core 1)}"
+    else
+      echo "== services: target-1b-$t and the draft, one thread each${pin0:+, on cores 0 and 1}"
+    fi
     "${pin0[@]}" "$bin/specserve-target" --listen "127.0.0.1:$tp" --model "$cache/target-1b-$t.gguf" \
-      --threads 1 --cpu-activations "$activations" --metrics-port "$tm" >"$run_dir/target-$t.log" 2>&1 &
+      --threads "$target_cores" --cpu-activations "$activations" --metrics-port "$tm" >"$run_dir/target-$t.log" 2>&1 &
     pids+=($!)
     "${pin1[@]}" "$bin/specserve-draft" --listen "127.0.0.1:$dp" --model "$draft" --threads 1 \
       --cpu-activations "$activations" --metrics-port "$dm" >"$run_dir/draft-$t.log" 2>&1 &
@@ -202,16 +215,17 @@ if [ "$services" = 1 ]; then
     wait_for "listening on port" "$run_dir/coordinator-$t.log"
     "$specserve" serve-bench --coordinator "127.0.0.1:$cp" --target-model "$cache/target-1b-$t.gguf" \
       --draft-model "$draft" --prompts "$prompts" --limit "$limit" --max-tokens "$max_tokens" \
-      --temperatures "$temperatures" --k "$serve_k" --threads 1 \
+      --temperatures "$temperatures" --k "$serve_k" --threads "$target_cores" \
       --cpu-activations "$activations" --json "$run_dir/serve_bench_$t.json"
     stop_services
   done
 fi
 
 # Summary: one table and one JSON file.
-python3 - "$run_dir" "$json" "$(( $(date +%s) - t_start ))" "$limit" "$max_tokens" "$activations" <<'EOF'
+python3 - "$run_dir" "$json" "$(( $(date +%s) - t_start ))" "$limit" "$max_tokens" "$activations" "$target_cores" <<'EOF'
 import glob, json, os, sys
 run_dir, out_path, seconds, limit, max_tokens, activations = sys.argv[1:3] + [int(sys.argv[3])] + sys.argv[4:7]
+target_cores = int(sys.argv[7])  # the services' target threads (and the in-process comparison's)
 load = lambda p: json.load(open(p)) if os.path.exists(p) else None
 bench = load(os.path.join(run_dir, "bench.json"))
 spec = []  # (target format, row)
@@ -241,8 +255,8 @@ for t, r in spec:
     fmt("in-proc", t, r["threads"], r, r["tokens_per_s"], r["speedup"])
 for t, rows in serve.items():
     for r in rows:
-        fmt(r["where"][:10], t, 1, r, r["tokens_per_s"], r["speedup_vs_plain"])
-json.dump({"cpu_activations": activations, "limit": int(limit), "max_tokens": int(max_tokens), "seconds": seconds, "bench": bench,
+        fmt(r["where"][:10], t, target_cores, r, r["tokens_per_s"], r["speedup_vs_plain"])
+json.dump({"cpu_activations": activations, "target_cores": target_cores, "limit": int(limit), "max_tokens": int(max_tokens), "seconds": seconds, "bench": bench,
            "spec_bench": [dict(r, format=t) for t, r in spec], "serve_bench": serve}, open(out_path, "w"), indent=2)
 print(f"\nJSON: {out_path}")
 EOF
