@@ -5,242 +5,14 @@
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <limits>
-#include <string_view>
 
 #include "common/check.h"
 #include "common/fp16.h"
 #include "kernels/cpu_matmul_avx512.h"
+#include "kernels/cpu_matmul_int8_record.h"
 
-namespace specserve::cpu {
-namespace {
-
-constexpr int64_t kBlock = 32;  // activation block, and every chunk of a weight row
-constexpr int64_t kPair = 64;   // values per 16-lane step
-
-// The weight type's integer offset o (kernels/cpu_matmul_int8.h).
-int Offset(GgmlType t) {
-  switch (t) {
-    case GgmlType::kQ8_0: return 128;
-    case GgmlType::kQ5_0: return 16;
-    case GgmlType::kQ6_K: return 32;
-    default: return 0;  // Q4_K: unsigned nibbles, the min is a float term
-  }
-}
-
-inline uint16_t U16(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, sizeof(h));
-  return h;
-}
-
-void Resize(GgmlType type, int64_t T, int64_t n, Int8Activations& out) {
-  SPECSERVE_CHECK(n % kBlock == 0 && T >= 0);
-  out.type = type;
-  out.T = T;
-  out.n = n;
-  out.pairs = (n + kPair - 1) / kPair;
-  out.supers = type == GgmlType::kQ4_K ? n / 256 : 0;
-  if (out.pair.size() < static_cast<size_t>(T * out.pairs)) out.pair.resize(T * out.pairs);
-  if (out.ms.size() < static_cast<size_t>(T * out.supers)) out.ms.resize(T * out.supers);
-}
-
-// Fills the lanes of one block h (0 or 1) of a pair from q[32] and d, and
-// returns S (the sum of q).
-int32_t FinishBlock(Int8Pair& rec, int h, float d, int offset) {
-  int32_t s = 0;
-  for (int l = 8 * h; l < 8 * h + 8; ++l) {
-    int32_t s4 = 0;
-    for (int k = 0; k < 4; ++k) s4 += rec.q[4 * l + k];
-    rec.bias[l] = -offset * s4;
-    rec.d[l] = d;
-    s += s4;
-  }
-  return s;
-}
-
-// Q4_K: lanes 8..15 of the super-block's ms are d_b * float(S_b).
-void SetMs(Int8Activations& out, int64_t t, int64_t block, float d, int32_t s) {
-  if (out.supers == 0) return;
-  Float16x& m = out.ms[t * out.supers + block / 8];
-  if (block % 8 == 0) std::fill(m.v, m.v + 8, 0.0f);
-  m.v[8 + block % 8] = d * static_cast<float>(s);
-}
-
-void ZeroBlock(Int8Pair& rec, int h) {
-  std::memset(rec.q + 32 * h, 0, 32);
-  for (int l = 8 * h; l < 8 * h + 8; ++l) {
-    rec.bias[l] = 0;
-    rec.d[l] = 0.0f;
-  }
-}
-
-// ---------------------------------------------------------------------------
-// Portable kernels (any x86-64-v3 CPU): the contract in scalar code.
-
-// q[0..32) and the returned d for the block x[0..32).
-float QuantizeBlockScalar(const float* x, int8_t* q) {
-  float amax = 0.0f;
-  bool finite = true;
-  for (int j = 0; j < kBlock; ++j) {
-    finite = finite && std::isfinite(x[j]);
-    amax = std::max(amax, std::fabs(x[j]));
-  }
-  if (!finite) {
-    std::memset(q, 0, kBlock);
-    return std::numeric_limits<float>::quiet_NaN();
-  }
-  float d = amax / 127.0f;
-  if (d < FLT_MIN) d = 0.0f;
-  const float id = d != 0.0f ? 1.0f / d : 0.0f;
-  for (int j = 0; j < kBlock; ++j) q[j] = static_cast<int8_t>(static_cast<int>(std::nearbyint(x[j] * id)));
-  return d;
-}
-
-// A row's codes u, per-lane scales ws (16 per pair) and, for Q4_K, the dm
-// lanes of each super-block (ws of its 8 blocks, then its 8 mins).
-struct RowCodes {
-  std::vector<uint8_t> u;
-  std::vector<float> ws;
-  std::vector<float> dm;
-};
-
-void ScaleMinK4(int j, const uint8_t* q, int* d, int* m) {
-  if (j < 4) {
-    *d = q[j] & 63;
-    *m = q[j + 4] & 63;
-  } else {
-    *d = (q[j + 4] & 0xf) | ((q[j - 4] >> 6) << 4);
-    *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-  }
-}
-
-void DecodeRowCodes(GgmlType type, const uint8_t* row, int64_t n, RowCodes& rc) {
-  const int64_t pairs = (n + kPair - 1) / kPair;
-  rc.u.assign(pairs * kPair, 0);
-  rc.ws.assign(pairs * 16, 0.0f);
-  auto set_ws = [&](int64_t v0, int64_t count, float s) {
-    for (int64_t l = v0 / 4; l < (v0 + count) / 4; ++l) rc.ws[l] = s;
-  };
-  switch (type) {
-    case GgmlType::kQ8_0:
-      for (int64_t c = 0; c < n / kBlock; ++c) {
-        const uint8_t* b = row + 34 * c;
-        for (int j = 0; j < 32; ++j) rc.u[32 * c + j] = static_cast<uint8_t>(b[2 + j] ^ 0x80);
-        set_ws(32 * c, 32, F16ToF32(U16(b)));
-      }
-      break;
-    case GgmlType::kQ5_0:
-      for (int64_t c = 0; c < n / kBlock; ++c) {
-        const uint8_t* b = row + 22 * c;
-        uint32_t qh;
-        std::memcpy(&qh, b + 2, 4);
-        for (int j = 0; j < 32; ++j) {
-          rc.u[32 * c + j] = static_cast<uint8_t>(((b[6 + j % 16] >> (4 * (j / 16))) & 0xF) | (((qh >> j) & 1) << 4));
-        }
-        set_ws(32 * c, 32, F16ToF32(U16(b)));
-      }
-      break;
-    case GgmlType::kQ4_K:
-      rc.dm.assign(n / 256 * 16, 0.0f);
-      for (int64_t g = 0; g < n / 256; ++g) {
-        const uint8_t* b = row + 144 * g;
-        const float d = F16ToF32(U16(b)), dmin = F16ToF32(U16(b + 2));
-        for (int j = 0; j < 8; ++j) {
-          int sc, m;
-          ScaleMinK4(j, b + 4, &sc, &m);
-          const float d1 = d * static_cast<float>(sc), m1 = dmin * static_cast<float>(m);
-          rc.dm[16 * g + j] = d1;
-          rc.dm[16 * g + 8 + j] = m1;
-          for (int l = 0; l < 32; ++l) {
-            rc.u[256 * g + 32 * j + l] = static_cast<uint8_t>((b[16 + 32 * (j / 2) + l] >> (4 * (j % 2))) & 0xF);
-          }
-          set_ws(256 * g + 32 * j, 32, d1);
-        }
-      }
-      break;
-    case GgmlType::kQ6_K:
-      for (int64_t g = 0; g < n / 256; ++g) {
-        const uint8_t* b = row + 210 * g;
-        const float d = F16ToF32(U16(b + 208));
-        for (int j = 0; j < 8; ++j) {
-          const int h = j / 4, r = j % 4;
-          for (int l = 0; l < 32; ++l) {
-            const int lo = (b[64 * h + 32 * (r % 2) + l] >> (4 * (r / 2))) & 0xF;
-            const int hi = (b[128 + 32 * h + l] >> (2 * r)) & 3;
-            rc.u[256 * g + 32 * j + l] = static_cast<uint8_t>(lo | (hi << 4));
-          }
-        }
-        for (int s = 0; s < 16; ++s) {
-          set_ws(256 * g + 16 * s, 16, d * static_cast<float>(static_cast<int8_t>(b[192 + s])));
-        }
-      }
-      break;
-    default: SPECSERVE_CHECK(false && "DecodeRowCodes: unsupported type");
-  }
-}
-
-inline float ReduceLanes(const float* acc) {
-  float a[8], b[4];
-  for (int i = 0; i < 8; ++i) a[i] = acc[i] + acc[i + 8];
-  for (int i = 0; i < 4; ++i) b[i] = a[i] + a[i + 4];
-  return (b[0] + b[2]) + (b[1] + b[3]);
-}
-
-}  // namespace
-
-void QuantizeActivationsInt8Portable(GgmlType type, const float* x, int64_t T, int64_t n, Int8Activations& out) {
-  Resize(type, T, n, out);
-  const int offset = Offset(type);
-  const int64_t chunks = n / kBlock;
-  for (int64_t t = 0; t < T; ++t) {
-    for (int64_t p = 0; p < out.pairs; ++p) {
-      Int8Pair& rec = out.pair[t * out.pairs + p];
-      for (int h = 0; h < 2; ++h) {
-        const int64_t c = 2 * p + h;
-        if (c >= chunks) {
-          ZeroBlock(rec, h);
-          continue;
-        }
-        const float d = QuantizeBlockScalar(x + t * n + c * kBlock, rec.q + 32 * h);
-        SetMs(out, t, c, d, FinishBlock(rec, h, d, offset));
-      }
-    }
-  }
-}
-
-void MatMulInt8RowsPortable(const MatrixView& w, const Int8Activations& a, float* y, int64_t r0, int64_t r1) {
-  SPECSERVE_CHECK(a.type == w.type && a.n == w.cols);
-  thread_local RowCodes rc;
-  const bool mins = w.type == GgmlType::kQ4_K;
-  for (int64_t r = r0; r < r1; ++r) {
-    DecodeRowCodes(w.type, w.row(r), w.cols, rc);
-    for (int64_t t = 0; t < a.T; ++t) {
-      const Int8Pair* xp = a.token(t);
-      float acc[16] = {};
-      for (int64_t p = 0; p < a.pairs; ++p) {
-        if (mins && p % 4 == 0) {
-          const float* dm = rc.dm.data() + 16 * (p / 4);
-          const float* ms = a.token_ms(t)[p / 4].v;
-          for (int l = 0; l < 16; ++l) acc[l] = std::fma(-dm[l], ms[l], acc[l]);
-        }
-        const Int8Pair& x = xp[p];
-        const uint8_t* u = rc.u.data() + kPair * p;
-        for (int l = 0; l < 16; ++l) {
-          int32_t i = mins ? 0 : x.bias[l];
-          for (int k = 0; k < 4; ++k) i += static_cast<int32_t>(u[4 * l + k]) * x.q[4 * l + k];
-          const float s = rc.ws[16 * p + l] * x.d[l];
-          acc[l] = std::fma(static_cast<float>(i), s, acc[l]);
-        }
-      }
-      y[t * w.rows + r] = ReduceLanes(acc);
-    }
-  }
-}
-
-}  // namespace specserve::cpu
 
 // ---------------------------------------------------------------------------
 // AVX-512 VNNI kernels. Everything below is compiled for AVX-512 + VNNI and
@@ -258,6 +30,8 @@ void MatMulInt8RowsPortable(const MatrixView& w, const Int8Activations& a, float
 
 namespace specserve::cpu {
 namespace {
+
+using namespace int8_record;  // NOLINT: the record helpers shared with the portable kernel
 
 inline __m128i Load16(const uint8_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
 inline __m256i Load32(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
@@ -626,6 +400,8 @@ void RowsVnni(const MatrixView& w, const Int8Activations& a, float* y, int64_t r
 #pragma GCC pop_options
 
 namespace specserve::cpu {
+
+using int8_record::kBlock;
 
 bool Int8MatMulSupports(const MatrixView& w) {
   if (w.cols % kBlock != 0) return false;

@@ -53,7 +53,8 @@
 // tokens keep every accumulator in a zmm register and read each weight pair
 // once per group of tokens (kernels/cpu_matmul_int8.cc). Elsewhere a portable
 // scalar kernel computes the same integers and the same float operations
-// (std::fma), so it gives the same bits, slowly.
+// (std::fma), so it gives the same bits, slowly
+// (kernels/cpu_matmul_int8_portable.cc).
 #pragma once
 
 #include <cstdint>

@@ -1,0 +1,181 @@
+// The int8 matrix product's contract in portable scalar code (any x86-64-v3
+// CPU). It is the reference that matmul_int8_test compares the VNNI tiles of
+// cpu_matmul_int8.cc with, bit for bit.
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "common/check.h"
+#include "common/fp16.h"
+#include "kernels/cpu_matmul_int8.h"
+#include "kernels/cpu_matmul_int8_record.h"
+
+namespace specserve::cpu {
+namespace {
+
+using namespace int8_record;  // NOLINT: the shared record helpers
+
+// q[0..32) and the returned d for the block x[0..32).
+float QuantizeBlockScalar(const float* x, int8_t* q) {
+  float amax = 0.0f;
+  bool finite = true;
+  for (int j = 0; j < kBlock; ++j) {
+    finite = finite && std::isfinite(x[j]);
+    amax = std::max(amax, std::fabs(x[j]));
+  }
+  if (!finite) {
+    std::memset(q, 0, kBlock);
+    return std::numeric_limits<float>::quiet_NaN();
+  }
+  float d = amax / 127.0f;
+  if (d < FLT_MIN) d = 0.0f;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  for (int j = 0; j < kBlock; ++j) q[j] = static_cast<int8_t>(static_cast<int>(std::nearbyint(x[j] * id)));
+  return d;
+}
+
+// A row's codes u, per-lane scales ws (16 per pair) and, for Q4_K, the dm
+// lanes of each super-block (ws of its 8 blocks, then its 8 mins).
+struct RowCodes {
+  std::vector<uint8_t> u;
+  std::vector<float> ws;
+  std::vector<float> dm;
+};
+
+void ScaleMinK4(int j, const uint8_t* q, int* d, int* m) {
+  if (j < 4) {
+    *d = q[j] & 63;
+    *m = q[j + 4] & 63;
+  } else {
+    *d = (q[j + 4] & 0xf) | ((q[j - 4] >> 6) << 4);
+    *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
+
+void DecodeRowCodes(GgmlType type, const uint8_t* row, int64_t n, RowCodes& rc) {
+  const int64_t pairs = (n + kPair - 1) / kPair;
+  rc.u.assign(pairs * kPair, 0);
+  rc.ws.assign(pairs * 16, 0.0f);
+  auto set_ws = [&](int64_t v0, int64_t count, float s) {
+    for (int64_t l = v0 / 4; l < (v0 + count) / 4; ++l) rc.ws[l] = s;
+  };
+  switch (type) {
+    case GgmlType::kQ8_0:
+      for (int64_t c = 0; c < n / kBlock; ++c) {
+        const uint8_t* b = row + 34 * c;
+        for (int j = 0; j < 32; ++j) rc.u[32 * c + j] = static_cast<uint8_t>(b[2 + j] ^ 0x80);
+        set_ws(32 * c, 32, F16ToF32(U16(b)));
+      }
+      break;
+    case GgmlType::kQ5_0:
+      for (int64_t c = 0; c < n / kBlock; ++c) {
+        const uint8_t* b = row + 22 * c;
+        uint32_t qh;
+        std::memcpy(&qh, b + 2, 4);
+        for (int j = 0; j < 32; ++j) {
+          rc.u[32 * c + j] = static_cast<uint8_t>(((b[6 + j % 16] >> (4 * (j / 16))) & 0xF) | (((qh >> j) & 1) << 4));
+        }
+        set_ws(32 * c, 32, F16ToF32(U16(b)));
+      }
+      break;
+    case GgmlType::kQ4_K:
+      rc.dm.assign(n / 256 * 16, 0.0f);
+      for (int64_t g = 0; g < n / 256; ++g) {
+        const uint8_t* b = row + 144 * g;
+        const float d = F16ToF32(U16(b)), dmin = F16ToF32(U16(b + 2));
+        for (int j = 0; j < 8; ++j) {
+          int sc, m;
+          ScaleMinK4(j, b + 4, &sc, &m);
+          const float d1 = d * static_cast<float>(sc), m1 = dmin * static_cast<float>(m);
+          rc.dm[16 * g + j] = d1;
+          rc.dm[16 * g + 8 + j] = m1;
+          for (int l = 0; l < 32; ++l) {
+            rc.u[256 * g + 32 * j + l] = static_cast<uint8_t>((b[16 + 32 * (j / 2) + l] >> (4 * (j % 2))) & 0xF);
+          }
+          set_ws(256 * g + 32 * j, 32, d1);
+        }
+      }
+      break;
+    case GgmlType::kQ6_K:
+      for (int64_t g = 0; g < n / 256; ++g) {
+        const uint8_t* b = row + 210 * g;
+        const float d = F16ToF32(U16(b + 208));
+        for (int j = 0; j < 8; ++j) {
+          const int h = j / 4, r = j % 4;
+          for (int l = 0; l < 32; ++l) {
+            const int lo = (b[64 * h + 32 * (r % 2) + l] >> (4 * (r / 2))) & 0xF;
+            const int hi = (b[128 + 32 * h + l] >> (2 * r)) & 3;
+            rc.u[256 * g + 32 * j + l] = static_cast<uint8_t>(lo | (hi << 4));
+          }
+        }
+        for (int s = 0; s < 16; ++s) {
+          set_ws(256 * g + 16 * s, 16, d * static_cast<float>(static_cast<int8_t>(b[192 + s])));
+        }
+      }
+      break;
+    default: SPECSERVE_CHECK(false && "DecodeRowCodes: unsupported type");
+  }
+}
+
+inline float ReduceLanes(const float* acc) {
+  float a[8], b[4];
+  for (int i = 0; i < 8; ++i) a[i] = acc[i] + acc[i + 8];
+  for (int i = 0; i < 4; ++i) b[i] = a[i] + a[i + 4];
+  return (b[0] + b[2]) + (b[1] + b[3]);
+}
+
+}  // namespace
+
+void QuantizeActivationsInt8Portable(GgmlType type, const float* x, int64_t T, int64_t n, Int8Activations& out) {
+  Resize(type, T, n, out);
+  const int offset = Offset(type);
+  const int64_t chunks = n / kBlock;
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t p = 0; p < out.pairs; ++p) {
+      Int8Pair& rec = out.pair[t * out.pairs + p];
+      for (int h = 0; h < 2; ++h) {
+        const int64_t c = 2 * p + h;
+        if (c >= chunks) {
+          ZeroBlock(rec, h);
+          continue;
+        }
+        const float d = QuantizeBlockScalar(x + t * n + c * kBlock, rec.q + 32 * h);
+        SetMs(out, t, c, d, FinishBlock(rec, h, d, offset));
+      }
+    }
+  }
+}
+
+void MatMulInt8RowsPortable(const MatrixView& w, const Int8Activations& a, float* y, int64_t r0, int64_t r1) {
+  SPECSERVE_CHECK(a.type == w.type && a.n == w.cols);
+  thread_local RowCodes rc;
+  const bool mins = w.type == GgmlType::kQ4_K;
+  for (int64_t r = r0; r < r1; ++r) {
+    DecodeRowCodes(w.type, w.row(r), w.cols, rc);
+    for (int64_t t = 0; t < a.T; ++t) {
+      const Int8Pair* xp = a.token(t);
+      float acc[16] = {};
+      for (int64_t p = 0; p < a.pairs; ++p) {
+        if (mins && p % 4 == 0) {
+          const float* dm = rc.dm.data() + 16 * (p / 4);
+          const float* ms = a.token_ms(t)[p / 4].v;
+          for (int l = 0; l < 16; ++l) acc[l] = std::fma(-dm[l], ms[l], acc[l]);
+        }
+        const Int8Pair& x = xp[p];
+        const uint8_t* u = rc.u.data() + kPair * p;
+        for (int l = 0; l < 16; ++l) {
+          int32_t i = mins ? 0 : x.bias[l];
+          for (int k = 0; k < 4; ++k) i += static_cast<int32_t>(u[4 * l + k]) * x.q[4 * l + k];
+          const float s = rc.ws[16 * p + l] * x.d[l];
+          acc[l] = std::fma(static_cast<float>(i), s, acc[l]);
+        }
+      }
+      y[t * w.rows + r] = ReduceLanes(acc);
+    }
+  }
+}
+
+}  // namespace specserve::cpu

@@ -1,0 +1,76 @@
+// Internal to kernels/: the Int8Activations record helpers that the portable
+// kernel (cpu_matmul_int8_portable.cc) and the VNNI kernel
+// (cpu_matmul_int8.cc) share. The record's layout is documented in
+// kernels/cpu_matmul_int8.h.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+#include "common/check.h"
+#include "kernels/cpu_matmul_int8.h"
+
+namespace specserve::cpu::int8_record {
+
+constexpr int64_t kBlock = 32;  // activation block, and every chunk of a weight row
+constexpr int64_t kPair = 64;   // values per 16-lane step
+
+// The weight type's integer offset o (kernels/cpu_matmul_int8.h).
+inline int Offset(GgmlType t) {
+  switch (t) {
+    case GgmlType::kQ8_0: return 128;
+    case GgmlType::kQ5_0: return 16;
+    case GgmlType::kQ6_K: return 32;
+    default: return 0;  // Q4_K: unsigned nibbles, the min is a float term
+  }
+}
+
+inline uint16_t U16(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, sizeof(h));
+  return h;
+}
+
+inline void Resize(GgmlType type, int64_t T, int64_t n, Int8Activations& out) {
+  SPECSERVE_CHECK(n % kBlock == 0 && T >= 0);
+  out.type = type;
+  out.T = T;
+  out.n = n;
+  out.pairs = (n + kPair - 1) / kPair;
+  out.supers = type == GgmlType::kQ4_K ? n / 256 : 0;
+  if (out.pair.size() < static_cast<size_t>(T * out.pairs)) out.pair.resize(T * out.pairs);
+  if (out.ms.size() < static_cast<size_t>(T * out.supers)) out.ms.resize(T * out.supers);
+}
+
+// Fills the lanes of one block h (0 or 1) of a pair from q[32] and d, and
+// returns S (the sum of q).
+inline int32_t FinishBlock(Int8Pair& rec, int h, float d, int offset) {
+  int32_t s = 0;
+  for (int l = 8 * h; l < 8 * h + 8; ++l) {
+    int32_t s4 = 0;
+    for (int k = 0; k < 4; ++k) s4 += rec.q[4 * l + k];
+    rec.bias[l] = -offset * s4;
+    rec.d[l] = d;
+    s += s4;
+  }
+  return s;
+}
+
+// Q4_K: lanes 8..15 of the super-block's ms are d_b * float(S_b).
+inline void SetMs(Int8Activations& out, int64_t t, int64_t block, float d, int32_t s) {
+  if (out.supers == 0) return;
+  Float16x& m = out.ms[t * out.supers + block / 8];
+  if (block % 8 == 0) std::fill(m.v, m.v + 8, 0.0f);
+  m.v[8 + block % 8] = d * static_cast<float>(s);
+}
+
+inline void ZeroBlock(Int8Pair& rec, int h) {
+  std::memset(rec.q + 32 * h, 0, 32);
+  for (int l = 8 * h; l < 8 * h + 8; ++l) {
+    rec.bias[l] = 0;
+    rec.d[l] = 0.0f;
+  }
+}
+
+}  // namespace specserve::cpu::int8_record
