@@ -27,6 +27,14 @@ std::unique_ptr<rpc::GrpcServer> StartServer(int port) {
   return s.ok() ? std::move(*s) : nullptr;
 }
 
+// A server on a free loopback port, not yet serving, and a Health stub on it.
+struct Served {
+  int port = e2e::FreePort();
+  std::unique_ptr<rpc::GrpcServer> server = StartServer(port);
+  std::unique_ptr<Health::Stub> stub =
+      Health::NewStub(grpc::CreateChannel(e2e::Loopback(port), grpc::InsecureChannelCredentials()));
+};
+
 // The bug this replaces: gRPC's default health service said SERVING from the
 // server's start until specserve set NOT_SERVING a moment later, and a probe
 // asking in that moment let a client in to "waiting for the target service"
@@ -68,21 +76,19 @@ TEST(GrpcHealth, NotServingFromTheFirstAnswer) {
 }
 
 TEST(GrpcHealth, CheckFollowsSetServingAndUnknownNamesAreNotFound) {
-  const int port = e2e::FreePort();
-  std::unique_ptr<rpc::GrpcServer> server = StartServer(port);
-  ASSERT_NE(server, nullptr);
-  EXPECT_EQ(e2e::Health(e2e::Loopback(port)), HealthCheckResponse::NOT_SERVING);
-  server->SetServing(true);
-  EXPECT_EQ(e2e::Health(e2e::Loopback(port)), HealthCheckResponse::SERVING);
-  server->SetServing(false);
-  EXPECT_EQ(e2e::Health(e2e::Loopback(port)), HealthCheckResponse::NOT_SERVING);
+  Served served;
+  ASSERT_NE(served.server, nullptr);
+  EXPECT_EQ(e2e::Health(e2e::Loopback(served.port)), HealthCheckResponse::NOT_SERVING);
+  served.server->SetServing(true);
+  EXPECT_EQ(e2e::Health(e2e::Loopback(served.port)), HealthCheckResponse::SERVING);
+  served.server->SetServing(false);
+  EXPECT_EQ(e2e::Health(e2e::Loopback(served.port)), HealthCheckResponse::NOT_SERVING);
 
-  auto stub = Health::NewStub(grpc::CreateChannel(e2e::Loopback(port), grpc::InsecureChannelCredentials()));
   grpc::ClientContext ctx;
   HealthCheckRequest req;
   req.set_service("specserve.v1.NoSuchService");
   HealthCheckResponse resp;
-  EXPECT_EQ(stub->Check(&ctx, req, &resp).error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(served.stub->Check(&ctx, req, &resp).error_code(), grpc::StatusCode::NOT_FOUND);
 }
 
 // Reads the next Watch message; false when the stream has ended.
@@ -94,23 +100,21 @@ bool Next(grpc::ClientReader<HealthCheckResponse>& r, HealthCheckResponse::Servi
 }
 
 TEST(GrpcHealth, WatchStreamsEveryChangeAndEndsWhenTheServerStops) {
-  const int port = e2e::FreePort();
-  std::unique_ptr<rpc::GrpcServer> server = StartServer(port);
-  ASSERT_NE(server, nullptr);
-  auto stub = Health::NewStub(grpc::CreateChannel(e2e::Loopback(port), grpc::InsecureChannelCredentials()));
+  Served served;
+  ASSERT_NE(served.server, nullptr);
   grpc::ClientContext ctx;
-  std::unique_ptr<grpc::ClientReader<HealthCheckResponse>> watch = stub->Watch(&ctx, HealthCheckRequest());
+  std::unique_ptr<grpc::ClientReader<HealthCheckResponse>> watch = served.stub->Watch(&ctx, HealthCheckRequest());
   HealthCheckResponse::ServingStatus s{};
   ASSERT_TRUE(Next(*watch, &s));
   EXPECT_EQ(s, HealthCheckResponse::NOT_SERVING);
-  server->SetServing(true);
+  served.server->SetServing(true);
   ASSERT_TRUE(Next(*watch, &s));
   EXPECT_EQ(s, HealthCheckResponse::SERVING);
-  server->SetServing(true);  // no change: no message
-  server->SetServing(false);
+  served.server->SetServing(true);  // no change: no message
+  served.server->SetServing(false);
   ASSERT_TRUE(Next(*watch, &s));
   EXPECT_EQ(s, HealthCheckResponse::NOT_SERVING);
-  server->SetServing(true);
+  served.server->SetServing(true);
   ASSERT_TRUE(Next(*watch, &s));
   EXPECT_EQ(s, HealthCheckResponse::SERVING);
 
@@ -118,12 +122,12 @@ TEST(GrpcHealth, WatchStreamsEveryChangeAndEndsWhenTheServerStops) {
   grpc::ClientContext other_ctx;
   HealthCheckRequest other;
   other.set_service("specserve.v1.NoSuchService");
-  auto other_watch = stub->Watch(&other_ctx, other);
+  auto other_watch = served.stub->Watch(&other_ctx, other);
   ASSERT_TRUE(Next(*other_watch, &s));
   EXPECT_EQ(s, HealthCheckResponse::SERVICE_UNKNOWN);
 
   // The SIGTERM sequence: both streams end (OK), the first saying NOT_SERVING.
-  server->Drain([] {}, [] { return 0; });
+  served.server->Drain([] {}, [] { return 0; });
   ASSERT_TRUE(Next(*watch, &s));
   EXPECT_EQ(s, HealthCheckResponse::NOT_SERVING);
   EXPECT_FALSE(Next(*watch, &s));
@@ -134,39 +138,35 @@ TEST(GrpcHealth, WatchStreamsEveryChangeAndEndsWhenTheServerStops) {
 
 // Destroying a server with a watch open does not wait for the client.
 TEST(GrpcHealth, AServerStopsWithAWatchOpen) {
-  const int port = e2e::FreePort();
-  std::unique_ptr<rpc::GrpcServer> server = StartServer(port);
-  ASSERT_NE(server, nullptr);
-  auto stub = Health::NewStub(grpc::CreateChannel(e2e::Loopback(port), grpc::InsecureChannelCredentials()));
+  Served served;
+  ASSERT_NE(served.server, nullptr);
   grpc::ClientContext ctx;
-  auto watch = stub->Watch(&ctx, HealthCheckRequest());
+  auto watch = served.stub->Watch(&ctx, HealthCheckRequest());
   HealthCheckResponse::ServingStatus s{};
   ASSERT_TRUE(Next(*watch, &s));
-  server->SetServing(true);
+  served.server->SetServing(true);
   ASSERT_TRUE(Next(*watch, &s));
-  server.reset();
+  served.server.reset();
   while (Next(*watch, &s)) EXPECT_EQ(s, HealthCheckResponse::NOT_SERVING);
   watch->Finish();
 }
 
 // A client that walks away mid-watch: the server stops without waiting on it.
 TEST(GrpcHealth, ACancelledWatchIsFinishedAndForgotten) {
-  const int port = e2e::FreePort();
-  std::unique_ptr<rpc::GrpcServer> server = StartServer(port);
-  ASSERT_NE(server, nullptr);
-  auto stub = Health::NewStub(grpc::CreateChannel(e2e::Loopback(port), grpc::InsecureChannelCredentials()));
+  Served served;
+  ASSERT_NE(served.server, nullptr);
   for (int i = 0; i < 20; ++i) {
     grpc::ClientContext ctx;
-    auto watch = stub->Watch(&ctx, HealthCheckRequest());
+    auto watch = served.stub->Watch(&ctx, HealthCheckRequest());
     HealthCheckResponse::ServingStatus s{};
     ASSERT_TRUE(Next(*watch, &s));
-    server->SetServing(i % 2 == 0);
+    served.server->SetServing(i % 2 == 0);
     ctx.TryCancel();
     while (Next(*watch, &s)) {
     }
     EXPECT_EQ(watch->Finish().error_code(), grpc::StatusCode::CANCELLED);
   }
-  EXPECT_EQ(e2e::Health(e2e::Loopback(port)), HealthCheckResponse::NOT_SERVING);
+  EXPECT_EQ(e2e::Health(e2e::Loopback(served.port)), HealthCheckResponse::NOT_SERVING);
 }
 
 }  // namespace

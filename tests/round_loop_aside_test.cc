@@ -24,36 +24,48 @@ namespace {
 
 using namespace std::chrono_literals;
 
+// A remote model drafter that holds one of its calls until Release(); the
+// two drafters below say which.
+class HeldRemoteDrafter : public Drafter {
+ public:
+  v1::Drafter kind() const override { return v1::DRAFTER_MODEL; }
+  bool remote() const override { return true; }
+  void Release() {
+    std::lock_guard<std::mutex> lock(mu_);
+    released_ = true;
+    released_cv_.notify_all();
+  }
+
+ protected:
+  // Waits, holding `lock` on mu_, until Release().
+  void WaitReleased(std::unique_lock<std::mutex>& lock) {
+    released_cv_.wait(lock, [&] { return released_; });
+  }
+  std::mutex mu_;
+  std::condition_variable released_cv_;
+  bool released_ = false;
+};
+
 // A remote drafter whose verdict acknowledgements (K = 0) are held until
 // released; it proposes K tokens at once.
-class HeldDrafter final : public Drafter {
+class HeldDrafter final : public HeldRemoteDrafter {
  public:
   absl::Status Open(const SessionSpec&) override { return absl::OkStatus(); }
   absl::StatusOr<Proposal> Propose(int64_t round, const std::optional<RoundResult>& last, int32_t k) override {
     std::unique_lock<std::mutex> lock(mu_);
     heard_.push_back({round, last ? last->next_token : -1});
     if (k > 0) return Proposal{std::vector<TokenId>(k, 7)};
-    released_cv_.wait(lock, [&] { return released_; });
+    WaitReleased(lock);
     return Proposal{};
   }
   void Close() override {}
-  v1::Drafter kind() const override { return v1::DRAFTER_MODEL; }
-  bool remote() const override { return true; }
 
-  void Release() {
-    std::lock_guard<std::mutex> lock(mu_);
-    released_ = true;
-    released_cv_.notify_all();
-  }
   std::vector<std::pair<int64_t, TokenId>> heard() {
     std::lock_guard<std::mutex> lock(mu_);
     return heard_;
   }
 
  private:
-  std::mutex mu_;
-  std::condition_variable released_cv_;
-  bool released_ = false;
   std::vector<std::pair<int64_t, TokenId>> heard_;  // (round, the verdict's next token)
 };
 
@@ -82,30 +94,41 @@ class CountingVerifier final : public Verifier {
 };
 
 // What CountingVerifier commits in `rounds` rounds: 100, 101, ...
+// The request every test here runs: prompt {1, 2, 3}, `tokens` new tokens.
+SessionSpec SpecOf(int tokens) {
+  SessionSpec spec;
+  spec.prompt = {1, 2, 3};
+  spec.max_new_tokens = tokens;
+  return spec;
+}
+
 std::vector<TokenId> Committed(int rounds) {
   std::vector<TokenId> ids;
   for (int r = 0; r < rounds; ++r) ids.push_back(100 + r);
   return ids;
 }
 
+LoopOptions Collecting(KPolicy k, std::vector<TokenId>* out) {
+  LoopOptions opts;
+  opts.k = std::move(k);
+  opts.overlap = true;
+  opts.on_tokens = [out](absl::Span<const TokenId> ids) {
+    out->insert(out->end(), ids.begin(), ids.end());
+    return true;
+  };
+  return opts;
+}
+
 TEST(RoundLoopAside, PlainRoundsGoOnWhileTheDrafterIsSlowToHearVerdicts) {
   constexpr int kTokens = 20;
-  SessionSpec spec;
-  spec.prompt = {1, 2, 3};
-  spec.max_new_tokens = kTokens;
+  const SessionSpec spec = SpecOf(kTokens);
   HeldDrafter drafter;
   CountingVerifier verifier;
-  LoopOptions opts;
   // One speculative round (the drafter opens), then plain rounds.
   std::vector<int32_t> script(kTokens, 0);
   script[0] = 1;
-  opts.k = KPolicy::Scripted(script);
-  opts.overlap = true;
   std::vector<TokenId> out;
-  opts.on_tokens = [&](absl::Span<const TokenId> ids) {
-    out.insert(out.end(), ids.begin(), ids.end());
-    return true;
-  };
+  LoopOptions opts = Collecting(KPolicy::Scripted(script), &out);
   auto run = std::async(std::launch::async, [&] { return RunSpeculative(spec, &drafter, verifier, opts); });
   // Every round is verified while the drafter has not answered the first
   // verdict (before, each round waited for the drafter's answer).
@@ -145,29 +168,16 @@ class RecordingDrafter final : public Drafter {
   int closed = 0;
 };
 
-LoopOptions Collecting(KPolicy k, std::vector<TokenId>* out) {
-  LoopOptions opts;
-  opts.k = std::move(k);
-  opts.overlap = true;
-  opts.on_tokens = [out](absl::Span<const TokenId> ids) {
-    out->insert(out->end(), ids.begin(), ids.end());
-    return true;
-  };
-  return opts;
-}
 
 // A request that starts with plain rounds (K = 0: asked for, or adaptive K
 // under a saturated target) never troubles the draft service while K stays
 // 0, and opens its drafter at the committed sequence when K first rises.
 TEST(RoundLoopLateOpen, PlainRequestsNeverOpenTheDrafter) {
-  SessionSpec spec;
-  spec.prompt = {1, 2, 3};
-  spec.max_new_tokens = 12;
   RecordingDrafter drafter;
   CountingVerifier verifier;
   std::vector<TokenId> out;
   LoopOptions opts = Collecting(KPolicy::Fixed(0), &out);
-  absl::StatusOr<LoopStats> stats = RunSpeculative(spec, &drafter, verifier, opts);
+  absl::StatusOr<LoopStats> stats = RunSpeculative(SpecOf(12), &drafter, verifier, opts);
   ASSERT_TRUE(stats.ok()) << stats.status();
   EXPECT_EQ(out.size(), 12u);
   EXPECT_TRUE(drafter.opened.empty());
@@ -177,9 +187,6 @@ TEST(RoundLoopLateOpen, PlainRequestsNeverOpenTheDrafter) {
 }
 
 TEST(RoundLoopLateOpen, TheDrafterOpensAtTheCommittedSequenceWhenKRises) {
-  SessionSpec spec;
-  spec.prompt = {1, 2, 3};
-  spec.max_new_tokens = 12;
   RecordingDrafter drafter;
   CountingVerifier verifier;
   std::vector<TokenId> out;
@@ -188,7 +195,7 @@ TEST(RoundLoopLateOpen, TheDrafterOpensAtTheCommittedSequenceWhenKRises) {
   // Without the loop's worker the drafter opens in the round that drafts
   // (with it, the open runs aside: the next test).
   opts.overlap = false;
-  absl::StatusOr<LoopStats> stats = RunSpeculative(spec, &drafter, verifier, opts);
+  absl::StatusOr<LoopStats> stats = RunSpeculative(SpecOf(12), &drafter, verifier, opts);
   ASSERT_TRUE(stats.ok()) << stats.status();
   ASSERT_EQ(drafter.opened.size(), 1u);
   EXPECT_EQ(drafter.opened[0].prompt, (std::vector<TokenId>{1, 2, 3, 100, 101}));
@@ -202,12 +209,12 @@ TEST(RoundLoopLateOpen, TheDrafterOpensAtTheCommittedSequenceWhenKRises) {
 
 // A remote drafter whose Open (the draft service's prefill) is held until
 // released; records every proposal asked of it.
-class SlowOpenDrafter final : public Drafter {
+class SlowOpenDrafter final : public HeldRemoteDrafter {
  public:
   absl::Status Open(const SessionSpec& spec) override {
     std::unique_lock<std::mutex> lock(mu_);
     opened_.push_back(spec);
-    released_cv_.wait(lock, [&] { return released_; });
+    WaitReleased(lock);
     return absl::OkStatus();
   }
   absl::StatusOr<Proposal> Propose(int64_t round, const std::optional<RoundResult>& last, int32_t k) override {
@@ -217,14 +224,7 @@ class SlowOpenDrafter final : public Drafter {
     return Proposal{std::vector<TokenId>(k, 7)};
   }
   void Close() override { ++closed; }
-  v1::Drafter kind() const override { return v1::DRAFTER_MODEL; }
-  bool remote() const override { return true; }
 
-  void Release() {
-    std::lock_guard<std::mutex> lock(mu_);
-    released_ = true;
-    released_cv_.notify_all();
-  }
   struct Heard {
     int64_t round;
     int32_t k;
@@ -247,9 +247,6 @@ class SlowOpenDrafter final : public Drafter {
   int closed = 0;
 
  private:
-  std::mutex mu_;
-  std::condition_variable released_cv_;
-  bool released_ = false;
   std::vector<SessionSpec> opened_;
   std::vector<Heard> heard_;
 };
@@ -260,9 +257,7 @@ class SlowOpenDrafter final : public Drafter {
 // order behind the open, and drafting starts once it is done.
 TEST(RoundLoopLateOpen, ALateOpenRunsAsideWhileTheRoundsGoOnPlain) {
   constexpr int kTokens = 40;
-  SessionSpec spec;
-  spec.prompt = {1, 2, 3};
-  spec.max_new_tokens = kTokens;
+  const SessionSpec spec = SpecOf(kTokens);
   SlowOpenDrafter drafter;
   CountingVerifier verifier;
   std::vector<TokenId> out;
