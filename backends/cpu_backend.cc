@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "backends/cpu_packed_weights.h"
 #include "backends/make_backend.h"
 #include "common/backend.h"
 #include "common/log.h"
@@ -25,7 +26,10 @@ namespace {
 class CpuBackend final : public Backend {
  public:
   CpuBackend(const Model& model, const BackendOptions& opts, int32_t kv_blocks)
-      : model_(model), c_(model.config), w_(model.weights),
+      : model_(model), c_(model.config),
+        packed_(opts.cpu_activations == MatMulActivations::kInt8 ? PackQ8_0Weights(model.weights, opts.threads)
+                                                                  : nullptr),
+        w_(packed_ ? packed_->views : model.weights),
         pool_(kv_blocks, opts.kv_block_size), threads_ptr_(opts.shared_pool ? opts.shared_pool : std::make_shared<ThreadPool>(opts.threads)),
         threads_(*threads_ptr_), act_(opts.cpu_activations) {
     const size_t per_layer = static_cast<size_t>(kv_blocks) * opts.kv_block_size * c_.kv_dim();
@@ -195,6 +199,8 @@ class CpuBackend final : public Backend {
 
   const Model& model_;
   const ModelConfig& c_;
+  // Int8 activations: the Q8_0 matrices packed for the int8 kernel.
+  std::unique_ptr<PackedWeights> packed_;
   const ModelWeights& w_;
   KvPool pool_;
   std::shared_ptr<ThreadPool> threads_ptr_;

@@ -18,12 +18,14 @@
 #include "kernels/cpu_attention.h"
 #include "kernels/cpu_matmul.h"
 #include "common/tensor_types.h"
+#include "kernels/cpu_matmul_q8_0_packed.h"
 
 namespace specserve {
 namespace {
 
 struct Matrix {
   std::vector<uint8_t> bytes;
+  std::vector<uint8_t> packed;  // Q8_0 under int8 activations, as the CPU backend packs it
   MatrixView view;
 };
 
@@ -101,6 +103,13 @@ void RunQuantMatMul(benchmark::State& state, MatMulActivations activations) {
   const int copies = static_cast<int>(std::max<int64_t>(1, (96 << 20) / bytes));
   std::vector<Matrix> ws;
   for (int c = 0; c < copies; ++c) ws.push_back(RandomQuantMatrix(type, rows, cols, c + 1));
+  if (activations == MatMulActivations::kInt8 && type == GgmlType::kQ8_0) {
+    for (Matrix& m : ws) {
+      m.packed.resize(cpu::PackedQ8_0Bytes(rows, cols));
+      cpu::PackQ8_0(m.view, m.packed.data());
+      m.view.packed = m.packed.data();
+    }
+  }
   std::vector<float> x(T * cols), y(T * rows);
   std::mt19937 rng(3);
   std::normal_distribution<float> dist(0.f, 1.f);
@@ -131,8 +140,8 @@ BENCHMARK(BM_QuantMatMul)
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_QuantMatMulInt8)
     ->ArgNames({"T", "type", "rows", "cols", "threads"})
-    ->ArgsProduct({{1, 2, 5, 9, 17, 64}, {kQ8_0, kQ4_K, kQ6_K, kQ5_0}, {8192}, {2304}, {1}})
-    ->ArgsProduct({{1, 2, 5, 9, 17, 64}, {kQ8_0, kQ4_K, kQ6_K}, {2304}, {8192}, {1}})
+    ->ArgsProduct({{1, 2, 3, 4, 5, 9, 17, 64}, {kQ8_0, kQ4_K, kQ6_K, kQ5_0}, {8192}, {2304}, {1}})
+    ->ArgsProduct({{1, 2, 3, 4, 5, 9, 17, 64}, {kQ8_0, kQ4_K, kQ6_K}, {2304}, {8192}, {1}})
     ->ArgsProduct({{1, 5, 9}, {kQ8_0, kQ4_K}, {8192}, {2304}, {2}})
     ->Unit(benchmark::kMicrosecond);
 

@@ -12,6 +12,7 @@
 #include "common/fp16.h"
 #include "kernels/cpu_matmul_avx512.h"
 #include "kernels/cpu_matmul_int8_record.h"
+#include "kernels/cpu_matmul_q8_0_packed.h"
 
 
 // ---------------------------------------------------------------------------
@@ -59,23 +60,6 @@ struct Ungrouped {
   static constexpr bool kMins = false;
   struct State {};
   static void Prepare(const uint8_t*, int64_t, State&) {}
-};
-
-// block_q8_0 { f16 d; i8 qs[32] }: u = qs ^ 0x80 (qs + 128).
-struct VQ8_0 : Ungrouped {
-  static constexpr int kOffset = 128;
-  static constexpr int kPairBytes = 68;
-  static void Pair(const uint8_t* row, int64_t p, int, const State&, __m512i& w, __m512& sw) {
-    const uint8_t* b = row + 68 * p;
-    const __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(Load32(b + 2)), Load32(b + 36), 1);
-    w = _mm512_xor_si512(v, _mm512_set1_epi8(static_cast<char>(0x80)));
-    sw = PairScale(U16(b), U16(b + 34));
-  }
-  static void Half(const uint8_t* row, int64_t c, __m512i& w, __m512& sw) {
-    const uint8_t* b = row + 34 * c;
-    w = _mm512_xor_si512(_mm512_zextsi256_si512(Load32(b + 2)), _mm512_set1_epi8(static_cast<char>(0x80)));
-    sw = PairScale(U16(b), 0);
-  }
 };
 
 // block_q5_0 { f16 d; u32 qh; u8 qs[16] }: element e < 16 is the low nibble
@@ -381,11 +365,16 @@ void QuantizeVnni(GgmlType type, const float* x, int64_t T, int64_t n, Int8Activ
       }
     }
   }
+  SumBlockBiases(out);
 }
 
 void RowsVnni(const MatrixView& w, const Int8Activations& a, float* y, int64_t r0, int64_t r1) {
   switch (w.type) {
-    case GgmlType::kQ8_0: return Rows<VQ8_0>(w, a, y, r0, r1);
+    case GgmlType::kQ8_0:
+      // Packed by the backend (kernels/cpu_matmul_q8_0_packed.h); a view
+      // nobody packed runs the portable kernel: the same bits.
+      if (w.packed != nullptr) return MatMulQ8_0PackedVnni(w, a, y, r0, r1);
+      return MatMulInt8RowsPortable(w, a, y, r0, r1);
     case GgmlType::kQ5_0: return Rows<VQ5_0>(w, a, y, r0, r1);
     case GgmlType::kQ4_K: return Rows<VQ4_K>(w, a, y, r0, r1);
     case GgmlType::kQ6_K: return Rows<VQ6_K>(w, a, y, r0, r1);

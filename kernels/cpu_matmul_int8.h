@@ -29,8 +29,15 @@
 // so the weight is (u - o) * ws (- m1): exactly ggml's dequantized value, up to
 // the rounding of ggml's float expression.
 //
-// A row is read 64 values (a "pair" of 32-value blocks) at a time into 16
-// fp32 lanes; lane l of pair p covers values 64p + 4l .. 64p + 4l + 3, lanes
+// Q8_0, per (row, token), from acc = +0, for each block b of 32 values:
+//   i = sum over the block of u * q  -  128 * S_b   (exact int32)
+//   acc = fma(float(i), ws_b * d_b, acc)            (ws * d: fp32 product)
+//   y = acc. (The VNNI kernel reads the matrix repacked 16 rows at a time,
+//   kernels/cpu_matmul_q8_0_packed.h, a row per lane: the float work is once
+//   per block, and a matrix nobody packed runs the portable kernel.)
+//
+// Q5_0, Q4_K and Q6_K: a row is read 64 values (a "pair" of 32-value blocks)
+// at a time into 16 fp32 lanes; lane l of pair p covers values 64p + 4l .. 64p + 4l + 3, lanes
 // 0..7 the first block, 8..15 the second. Per (row, token), starting from
 // acc[16] = +0:
 //   for each group (a Q4_K / Q6_K super-block of 4 pairs; one pair otherwise):
@@ -40,7 +47,7 @@
 //     then for each pair p of the group, for each lane l:
 //       i = sum over the lane's 4 values of u * q  -  o * S4[l]  (exact int32)
 //       acc[l] = fma(float(i), ws[l] * d[l], acc[l])   (ws * d: fp32 product)
-//   An odd last block (Q8_0 / Q5_0 rows of 32 * odd values) is a pair whose
+//   An odd last block (Q5_0 rows of 32 * odd values) is a pair whose
 //   second block has u = 0, q = 0, ws = 0, d = 0 (its lanes get fma(0, 0, acc)).
 //   y = the 16 lanes summed as _mm512_reduce_add_ps does: a[i] = acc[i] +
 //   acc[i + 8], b[i] = a[i] + a[i + 4], y = (b[0] + b[2]) + (b[1] + b[3]).
@@ -51,7 +58,8 @@
 // Kernels: with AVX-512 F/BW/DQ/VL and VNNI (checked at run time;
 // SPECSERVE_CPU_KERNELS=avx2 turns AVX-512 off) tiles of up to 8 rows x 8
 // tokens keep every accumulator in a zmm register and read each weight pair
-// once per group of tokens (kernels/cpu_matmul_int8.cc). Elsewhere a portable
+// once per group of tokens (kernels/cpu_matmul_int8.cc; Q8_0: 32-64 rows x
+// up to 5 tokens, kernels/cpu_matmul_q8_0_packed.cc). Elsewhere a portable
 // scalar kernel computes the same integers and the same float operations
 // (std::fma), so it gives the same bits, slowly
 // (kernels/cpu_matmul_int8_portable.cc).
@@ -85,8 +93,10 @@ struct Int8Activations {
   int64_t T = 0, n = 0;
   int64_t pairs = 0;   // ceil(n / 64) per token
   int64_t supers = 0;  // n / 256 per token (Q4_K only, else 0)
-  std::vector<Int8Pair> pair;  // [T][pairs]
-  std::vector<Float16x> ms;    // [T][supers]: Q4_K's ms lanes (see above)
+  int64_t blocks = 0;  // n / 32 per token (Q8_0 only, else 0)
+  std::vector<Int8Pair> pair;        // [T][pairs]
+  std::vector<Float16x> ms;          // [T][supers]: Q4_K's ms lanes (see above)
+  std::vector<int32_t> block_bias;   // [T][blocks]: Q8_0's -128 * S per block
   const Int8Pair* token(int64_t t) const { return pair.data() + t * pairs; }
   const Float16x* token_ms(int64_t t) const { return ms.data() + t * supers; }
 };

@@ -63,13 +63,6 @@ void DecodeRowCodes(GgmlType type, const uint8_t* row, int64_t n, RowCodes& rc) 
     for (int64_t l = v0 / 4; l < (v0 + count) / 4; ++l) rc.ws[l] = s;
   };
   switch (type) {
-    case GgmlType::kQ8_0:
-      for (int64_t c = 0; c < n / kBlock; ++c) {
-        const uint8_t* b = row + 34 * c;
-        for (int j = 0; j < 32; ++j) rc.u[32 * c + j] = static_cast<uint8_t>(b[2 + j] ^ 0x80);
-        set_ws(32 * c, 32, F16ToF32(U16(b)));
-      }
-      break;
     case GgmlType::kQ5_0:
       for (int64_t c = 0; c < n / kBlock; ++c) {
         const uint8_t* b = row + 22 * c;
@@ -147,10 +140,34 @@ void QuantizeActivationsInt8Portable(GgmlType type, const float* x, int64_t T, i
       }
     }
   }
+  SumBlockBiases(out);
+}
+
+// The Q8_0 contract (kernels/cpu_matmul_int8.h): per block, the exact integer
+// dot, then one fma into one accumulator per (row, token).
+void MatMulQ8_0RowsPortable(const MatrixView& w, const Int8Activations& a, float* y, int64_t r0, int64_t r1) {
+  const int64_t nb = w.cols / kBlock;
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* row = w.row(r);
+    for (int64_t t = 0; t < a.T; ++t) {
+      float acc = 0.0f;
+      for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t* blk = row + 34 * b;  // block_q8_0 { f16 d; i8 qs[32] }
+        const Int8Pair& x = a.token(t)[b / 2];
+        const int h = static_cast<int>(b % 2);
+        int32_t i = a.block_bias[t * a.blocks + b];
+        for (int j = 0; j < kBlock; ++j) i += static_cast<int32_t>(blk[2 + j] ^ 0x80) * x.q[32 * h + j];
+        const float s = F16ToF32(U16(blk)) * x.d[8 * h];
+        acc = std::fma(static_cast<float>(i), s, acc);
+      }
+      y[t * w.rows + r] = acc;
+    }
+  }
 }
 
 void MatMulInt8RowsPortable(const MatrixView& w, const Int8Activations& a, float* y, int64_t r0, int64_t r1) {
   SPECSERVE_CHECK(a.type == w.type && a.n == w.cols);
+  if (w.type == GgmlType::kQ8_0) return MatMulQ8_0RowsPortable(w, a, y, r0, r1);
   thread_local RowCodes rc;
   const bool mins = w.type == GgmlType::kQ4_K;
   for (int64_t r = r0; r < r1; ++r) {

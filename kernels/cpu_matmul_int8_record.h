@@ -39,6 +39,8 @@ inline void Resize(GgmlType type, int64_t T, int64_t n, Int8Activations& out) {
   out.n = n;
   out.pairs = (n + kPair - 1) / kPair;
   out.supers = type == GgmlType::kQ4_K ? n / 256 : 0;
+  out.blocks = type == GgmlType::kQ8_0 ? n / kBlock : 0;
+  if (out.block_bias.size() < static_cast<size_t>(T * out.blocks)) out.block_bias.resize(T * out.blocks);
   if (out.pair.size() < static_cast<size_t>(T * out.pairs)) out.pair.resize(T * out.pairs);
   if (out.ms.size() < static_cast<size_t>(T * out.supers)) out.ms.resize(T * out.supers);
 }
@@ -70,6 +72,20 @@ inline void ZeroBlock(Int8Pair& rec, int h) {
   for (int l = 8 * h; l < 8 * h + 8; ++l) {
     rec.bias[l] = 0;
     rec.d[l] = 0.0f;
+  }
+}
+
+// Q8_0: each block's bias, -128 * S, the sum of its 8 lanes' biases (for the
+// packed kernel, kernels/cpu_matmul_q8_0_packed.h). Call after the pairs are
+// filled.
+inline void SumBlockBiases(Int8Activations& out) {
+  for (int64_t t = 0; t < out.T; ++t) {
+    for (int64_t b = 0; b < out.blocks; ++b) {
+      const Int8Pair& rec = out.pair[t * out.pairs + b / 2];
+      int32_t s = 0;
+      for (int l = 8 * (b % 2); l < 8 * (b % 2) + 8; ++l) s += rec.bias[l];
+      out.block_bias[t * out.blocks + b] = s;
+    }
   }
 }
 

@@ -23,14 +23,24 @@
 #include "common/weights.h"
 #include "kernels/cpu_matmul.h"
 #include "kernels/cpu_matmul_int8.h"
+#include "kernels/cpu_matmul_q8_0_packed.h"
 
 namespace specserve {
 namespace {
 
 struct Matrix {
   std::vector<uint8_t> bytes;
+  std::vector<uint8_t> packed;  // Q8_0: as the CPU backend packs it
   MatrixView view;
 };
+
+// Q8_0 views are packed, as the CPU backend does under int8 activations.
+void PackIfQ8_0(Matrix& m) {
+  if (m.view.type != GgmlType::kQ8_0) return;
+  m.packed.resize(cpu::PackedQ8_0Bytes(m.view.rows, m.view.cols));
+  cpu::PackQ8_0(m.view, m.packed.data());
+  m.view.packed = m.packed.data();
+}
 
 // Realistic weights: normal values quantized with QuantizeRow.
 Matrix QuantizedMatrix(GgmlType type, int64_t rows, int64_t cols, uint32_t seed) {
@@ -45,6 +55,7 @@ Matrix QuantizedMatrix(GgmlType type, int64_t rows, int64_t cols, uint32_t seed)
     QuantizeRow(type, row.data(), m.bytes.data() + r * row_bytes, cols);
   }
   m.view = MatrixView{type, m.bytes.data(), rows, cols, row_bytes};
+  PackIfQ8_0(m);
   return m;
 }
 
@@ -73,6 +84,7 @@ Matrix RandomBytesMatrix(GgmlType type, int64_t rows, int64_t cols, uint32_t see
     }
   }
   m.view = MatrixView{type, m.bytes.data(), rows, cols, row_bytes};
+  PackIfQ8_0(m);
   return m;
 }
 
@@ -205,6 +217,16 @@ RefRow RefDecode(GgmlType type, const uint8_t* row, int64_t n) {
 }
 
 float RefDot(GgmlType type, const RefRow& w, const RefToken& x, int64_t n) {
+  if (type == GgmlType::kQ8_0) {
+    // One accumulator; per block the exact integer dot, then one fma.
+    float acc = 0.f;
+    for (int64_t b = 0; b < n / 32; ++b) {
+      int32_t i = 0;
+      for (int64_t v = 32 * b; v < 32 * b + 32; ++v) i += (w.u[v] - w.o) * x.q[v];
+      acc = std::fma(static_cast<float>(i), w.ws[32 * b] * x.d[b], acc);
+    }
+    return acc;
+  }
   float acc[16] = {};
   const int64_t pairs = (n + 63) / 64;
   for (int64_t p = 0; p < pairs; ++p) {
@@ -405,6 +427,17 @@ TEST_P(MatMulInt8Test, NonFiniteActivationsGiveNaN) {
     EXPECT_EQ(Bits(y[2 * kRows + r]), Bits(alone[r])) << r;
     EXPECT_TRUE(std::isfinite(y[2 * kRows + r])) << r;
   }
+}
+
+// A pass of no tokens (a batch whose sequences all finished) returns at
+// once; the packed Q8_0 kernel once divided by its zero token groups here.
+TEST_P(MatMulInt8Test, AnEmptyPassComputesNothing) {
+  const Matrix w = QuantizedMatrix(GetParam(), 21, 256, 16);
+  const std::vector<float> x = RandomX(256, 17);
+  ThreadPool pool(2);
+  float y = 1.f;
+  MatMul(w.view, x.data(), 0, &y, pool, MatMulActivations::kInt8);
+  EXPECT_EQ(y, 1.f);
 }
 
 // The portable kernels (CPUs without VNNI) give the VNNI kernels' bits: the

@@ -1,0 +1,24 @@
+// The CPU backend's weights under int8 activations: the model's views, with
+// every Q8_0 matrix also repacked for the int8 kernel
+// (kernels/cpu_matmul_q8_0_packed.h; MatrixView::packed points there).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "common/weights.h"
+
+namespace specserve {
+
+struct PackedWeights {
+  ModelWeights views;  // the model's views (its vectors stay the model's), packed set
+  std::vector<std::unique_ptr<uint8_t[]>> buffers;
+  int64_t bytes = 0;  // packed bytes in all
+};
+
+// Packs every Q8_0 matrix of w (the layers' and the output's; the token
+// embeddings are read a row at a time, in place) on up to `threads` threads.
+std::unique_ptr<PackedWeights> PackQ8_0Weights(const ModelWeights& w, int threads);
+
+}  // namespace specserve
