@@ -27,7 +27,7 @@ class CpuBackend final : public Backend {
  public:
   CpuBackend(const Model& model, const BackendOptions& opts, int32_t kv_blocks)
       : model_(model), c_(model.config),
-        packed_(opts.cpu_activations == MatMulActivations::kInt8 ? PackQ8_0Weights(model.weights, opts.threads)
+        packed_(opts.cpu_activations == MatMulActivations::kInt8 ? PackWeightsForInt8(model.weights, opts.threads)
                                                                   : nullptr),
         w_(packed_ ? packed_->views : model.weights),
         pool_(kv_blocks, opts.kv_block_size), threads_ptr_(opts.shared_pool ? opts.shared_pool : std::make_shared<ThreadPool>(opts.threads)),
@@ -199,7 +199,7 @@ class CpuBackend final : public Backend {
 
   const Model& model_;
   const ModelConfig& c_;
-  // Int8 activations: the Q8_0 matrices packed for the int8 kernel.
+  // Int8 activations: the Q8_0 and Q4_K matrices packed for the int8 kernel.
   std::unique_ptr<PackedWeights> packed_;
   const ModelWeights& w_;
   KvPool pool_;

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <thread>
 
-#include "kernels/cpu_matmul_q8_0_packed.h"
+#include "kernels/cpu_matmul_packed.h"
 
 namespace specserve {
 namespace {
@@ -33,7 +33,7 @@ void ReleasePages(const uint8_t* data, int64_t bytes) {
 
 }  // namespace
 
-std::unique_ptr<PackedWeights> PackQ8_0Weights(const ModelWeights& w, int threads) {
+std::unique_ptr<PackedWeights> PackWeightsForInt8(const ModelWeights& w, int threads) {
   auto p = std::make_unique<PackedWeights>();
   p->views.tok_embd = w.tok_embd;
   p->views.layers = w.layers;
@@ -42,7 +42,7 @@ std::unique_ptr<PackedWeights> PackQ8_0Weights(const ModelWeights& w, int thread
   p->views.rope_freqs = w.rope_freqs;
   std::vector<MatrixView*> todo;
   auto add = [&](MatrixView& m) {
-    if (m.type == GgmlType::kQ8_0 && m.cols % 32 == 0) todo.push_back(&m);
+    if (cpu::PackableForInt8(m)) todo.push_back(&m);
   };
   for (LayerWeights& L : p->views.layers) {
     for (MatrixView* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.gate, &L.up, &L.down}) add(*m);
@@ -50,7 +50,7 @@ std::unique_ptr<PackedWeights> PackQ8_0Weights(const ModelWeights& w, int thread
   add(p->views.output);
   p->buffers.resize(todo.size());
   for (size_t i = 0; i < todo.size(); ++i) {
-    const int64_t bytes = cpu::PackedQ8_0Bytes(todo[i]->rows, todo[i]->cols);
+    const int64_t bytes = cpu::PackedBytes(*todo[i]);
     p->buffers[i].reset(new uint8_t[bytes]);
     p->bytes += bytes;
   }
@@ -58,7 +58,7 @@ std::unique_ptr<PackedWeights> PackQ8_0Weights(const ModelWeights& w, int thread
   std::atomic<size_t> next{0};
   auto work = [&] {
     for (size_t i; (i = next.fetch_add(1)) < todo.size();) {
-      cpu::PackQ8_0(*todo[i], p->buffers[i].get());
+      cpu::PackForInt8(*todo[i], p->buffers[i].get());
       ReleasePages(todo[i]->data, todo[i]->rows * static_cast<int64_t>(todo[i]->row_bytes));
     }
   };

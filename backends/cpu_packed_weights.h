@@ -1,6 +1,6 @@
 // The CPU backend's weights under int8 activations: the model's views, with
-// every Q8_0 matrix also repacked for the int8 kernel
-// (kernels/cpu_matmul_q8_0_packed.h; MatrixView::packed points there).
+// every Q8_0 and Q4_K matrix also repacked for the int8 kernel
+// (kernels/cpu_matmul_packed.h; MatrixView::packed points there).
 #pragma once
 
 #include <cstdint>
@@ -17,8 +17,8 @@ struct PackedWeights {
   int64_t bytes = 0;  // packed bytes in all
 };
 
-// Packs every Q8_0 matrix of w (the layers' and the output's; the token
+// Packs every Q8_0 and Q4_K matrix of w (the layers' and the output's; the token
 // embeddings are read a row at a time, in place) on up to `threads` threads.
-std::unique_ptr<PackedWeights> PackQ8_0Weights(const ModelWeights& w, int threads);
+std::unique_ptr<PackedWeights> PackWeightsForInt8(const ModelWeights& w, int threads);
 
 }  // namespace specserve

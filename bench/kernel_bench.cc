@@ -18,14 +18,14 @@
 #include "kernels/cpu_attention.h"
 #include "kernels/cpu_matmul.h"
 #include "common/tensor_types.h"
-#include "kernels/cpu_matmul_q8_0_packed.h"
+#include "kernels/cpu_matmul_packed.h"
 
 namespace specserve {
 namespace {
 
 struct Matrix {
   std::vector<uint8_t> bytes;
-  std::vector<uint8_t> packed;  // Q8_0 under int8 activations, as the CPU backend packs it
+  std::vector<uint8_t> packed;  // Q8_0 / Q4_K under int8 activations, as the CPU backend packs them
   MatrixView view;
 };
 
@@ -103,10 +103,10 @@ void RunQuantMatMul(benchmark::State& state, MatMulActivations activations) {
   const int copies = static_cast<int>(std::max<int64_t>(1, (96 << 20) / bytes));
   std::vector<Matrix> ws;
   for (int c = 0; c < copies; ++c) ws.push_back(RandomQuantMatrix(type, rows, cols, c + 1));
-  if (activations == MatMulActivations::kInt8 && type == GgmlType::kQ8_0) {
+  if (activations == MatMulActivations::kInt8 && cpu::PackableForInt8(ws[0].view)) {
     for (Matrix& m : ws) {
-      m.packed.resize(cpu::PackedQ8_0Bytes(rows, cols));
-      cpu::PackQ8_0(m.view, m.packed.data());
+      m.packed.resize(cpu::PackedBytes(m.view));
+      cpu::PackForInt8(m.view, m.packed.data());
       m.view.packed = m.packed.data();
     }
   }

@@ -12,7 +12,7 @@
 #include "common/fp16.h"
 #include "kernels/cpu_matmul_avx512.h"
 #include "kernels/cpu_matmul_int8_record.h"
-#include "kernels/cpu_matmul_q8_0_packed.h"
+#include "kernels/cpu_matmul_packed.h"
 
 
 // ---------------------------------------------------------------------------
@@ -57,7 +57,6 @@ inline __m512i HalfShifts(int64_t lo, int64_t hi) {
 // codes and scales zero.
 struct Ungrouped {
   static constexpr int kGroup = 1;
-  static constexpr bool kMins = false;
   struct State {};
   static void Prepare(const uint8_t*, int64_t, State&) {}
 };
@@ -93,14 +92,7 @@ struct VQ5_0 : Ungrouped {
   }
 };
 
-// Permutation indices: lanes 0..7 take element 2k, 8..15 element 2k + 1
-// (Q4_K's ws per block) ...
-alignas(64) constexpr int32_t kPairIdx[4][16] = {
-    {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1},
-    {2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3},
-    {4, 4, 4, 4, 4, 4, 4, 4, 5, 5, 5, 5, 5, 5, 5, 5},
-    {6, 6, 6, 6, 6, 6, 6, 6, 7, 7, 7, 7, 7, 7, 7, 7}};
-// ... and lane l element 4k + l / 4 (Q6_K's ws per 16 values).
+// Permutation indices: lane l takes element 4k + l / 4 (Q6_K's ws per 16 values).
 alignas(64) constexpr int32_t kQuadIdx[4][16] = {
     {0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3},
     {4, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7},
@@ -109,38 +101,12 @@ alignas(64) constexpr int32_t kQuadIdx[4][16] = {
 
 inline __m512i LoadIdx(const int32_t* p) { return _mm512_load_si512(p); }
 
-// block_q4_K { f16 d, dmin; u8 scales[12]; u8 qs[128] }: pair k is nibbles
-// 0 and 1 of qs[32k .. 32k + 32). Prepare stores dm: d * sc of the 8 blocks,
-// then dmin * m (the products ggml's dequantization computes).
-struct VQ4_K {
-  static constexpr int kGroup = 4;
-  static constexpr bool kMins = true;
-  static constexpr int kOffset = 0;
-  static constexpr int kPairBytes = 144 / 4;
-  struct State {
-    alignas(64) float dm[16];
-    const uint8_t* qs;
-  };
-  static void Prepare(const uint8_t* row, int64_t g, State& s) {
-    const uint8_t* b = row + g * 144;
-    DecodeQ4_KScales(b, s.dm);
-    s.qs = b + 16;
-  }
-  static void Pair(const uint8_t*, int64_t, int k, const State& s, __m512i& w, __m512& sw) {
-    const __m512i q = _mm512_broadcast_i64x4(Load32(s.qs + 32 * k));
-    w = _mm512_and_si512(_mm512_srlv_epi16(q, HalfShifts(0, 4)), _mm512_set1_epi8(0x0F));
-    sw = _mm512_permutexvar_ps(LoadIdx(kPairIdx[k]), _mm512_load_ps(s.dm));
-  }
-  static void Half(const uint8_t*, int64_t, __m512i&, __m512&) {}
-};
-
 // block_q6_K { u8 ql[128]; u8 qh[64]; i8 scales[16]; f16 d }: pair k = 2h +
 // r2 holds rows 2 r2 and 2 r2 + 1 of half h: nibble r2 of ql[64h .. 64h + 64),
 // bits 2 r (r = 2 r2 in the low 32 values, 2 r2 + 1 in the high) of
 // qh[32h .. 32h + 32) above it. Prepare stores d * scales[16].
 struct VQ6_K {
   static constexpr int kGroup = 4;
-  static constexpr bool kMins = false;
   static constexpr int kOffset = 32;
   static constexpr int kPairBytes = (210 + 3) / 4;
   struct State {
@@ -201,16 +167,6 @@ void Tile(const uint8_t* const* rows, int nrows, const Int8Activations& a, int64
     typename D::State state[R];
 #pragma GCC unroll 32
     for (int j = 0; j < R; ++j) D::Prepare(rows[j], p0 / D::kGroup, state[j]);
-    if constexpr (D::kMins) {
-#pragma GCC unroll 32
-      for (int j = 0; j < R; ++j) {
-        const __m512 dm = _mm512_load_ps(state[j].dm);
-#pragma GCC unroll 32
-        for (int t = 0; t < T; ++t) {
-          acc[j][t] = _mm512_fnmadd_ps(dm, _mm512_load_ps(a.token_ms(t0 + t)[p0 / 4].v), acc[j][t]);
-        }
-      }
-    }
 #pragma GCC unroll 1
     for (int k = 0; k < D::kGroup; ++k) {
       const int64_t p = p0 + k;
@@ -298,11 +254,10 @@ constexpr int64_t kRowBlock = 24;
 
 template <class D>
 void Rows(const MatrixView& w, const Int8Activations& a, float* y, int64_t r0, int64_t r1) {
-  // Tokens per group: 8 (3 rows x 8 tokens = 24 accumulators) where the
-  // integer dot starts from zero (Q4_K); 7 where it starts from the T biases
-  // held in registers (8 spilled: Q8_0 passes of 8-64 tokens 15-20% faster
-  // in groups of <= 7, Q6_K 2-6%; Q4_K 3-6% slower).
-  constexpr int kGroupTokens = D::kOffset != 0 ? 7 : 8;
+  // Tokens per group: 7, the integer dots starting from the T biases held in
+  // registers (8 spilled: passes of 8-64 tokens 15-20% faster in groups of
+  // <= 7 on the former Q8_0 path, Q6_K 2-6%).
+  constexpr int kGroupTokens = 7;
   const int64_t T = a.T;
   for (int64_t t0 = 0; t0 < T; t0 += kStreamTokens) {
     const int nt = static_cast<int>(std::min<int64_t>(kStreamTokens, T - t0));
@@ -371,12 +326,12 @@ void QuantizeVnni(GgmlType type, const float* x, int64_t T, int64_t n, Int8Activ
 void RowsVnni(const MatrixView& w, const Int8Activations& a, float* y, int64_t r0, int64_t r1) {
   switch (w.type) {
     case GgmlType::kQ8_0:
-      // Packed by the backend (kernels/cpu_matmul_q8_0_packed.h); a view
-      // nobody packed runs the portable kernel: the same bits.
-      if (w.packed != nullptr) return MatMulQ8_0PackedVnni(w, a, y, r0, r1);
+    case GgmlType::kQ4_K:
+      // Packed by the backend (kernels/cpu_matmul_packed.h); a view nobody
+      // packed runs the portable kernel: the same bits.
+      if (w.packed != nullptr) return MatMulPackedVnni(w, a, y, r0, r1);
       return MatMulInt8RowsPortable(w, a, y, r0, r1);
     case GgmlType::kQ5_0: return Rows<VQ5_0>(w, a, y, r0, r1);
-    case GgmlType::kQ4_K: return Rows<VQ4_K>(w, a, y, r0, r1);
     case GgmlType::kQ6_K: return Rows<VQ6_K>(w, a, y, r0, r1);
     default: SPECSERVE_CHECK(false && "MatMulInt8Rows: unsupported type");
   }

@@ -29,24 +29,22 @@
 // so the weight is (u - o) * ws (- m1): exactly ggml's dequantized value, up to
 // the rounding of ggml's float expression.
 //
-// Q8_0, per (row, token), from acc = +0, for each block b of 32 values:
-//   i = sum over the block of u * q  -  128 * S_b   (exact int32)
+// Q8_0 and Q4_K, per (row, token), from acc = +0, for each block b of 32
+// values in order:
+//   i = sum over the block of u * q  -  o * S_b     (exact int32)
 //   acc = fma(float(i), ws_b * d_b, acc)            (ws * d: fp32 product)
+//   Q4_K only, then: acc = fma(-m1_b, ms_b, acc), ms_b = d_b * float(S_b)
+//   (fp32 product).
 //   y = acc. (The VNNI kernel reads the matrix repacked 16 rows at a time,
-//   kernels/cpu_matmul_q8_0_packed.h, a row per lane: the float work is once
-//   per block, and a matrix nobody packed runs the portable kernel.)
+//   kernels/cpu_matmul_packed.h, a row per lane: the float work is once per
+//   block; a matrix nobody packed runs the portable kernel.)
 //
-// Q5_0, Q4_K and Q6_K: a row is read 64 values (a "pair" of 32-value blocks)
-// at a time into 16 fp32 lanes; lane l of pair p covers values 64p + 4l .. 64p + 4l + 3, lanes
-// 0..7 the first block, 8..15 the second. Per (row, token), starting from
-// acc[16] = +0:
-//   for each group (a Q4_K / Q6_K super-block of 4 pairs; one pair otherwise):
-//     Q4_K only, first: acc[l] = fma(-dm[l], ms[l], acc[l]) for all 16 lanes,
-//       dm = (ws of the super-block's 8 blocks, then their 8 m1), ms = (8 zeros,
-//       then d_b * float(S_b) (fp32 product) for the super-block's 8 blocks);
-//     then for each pair p of the group, for each lane l:
-//       i = sum over the lane's 4 values of u * q  -  o * S4[l]  (exact int32)
-//       acc[l] = fma(float(i), ws[l] * d[l], acc[l])   (ws * d: fp32 product)
+// Q5_0 and Q6_K: a row is read 64 values (a "pair" of 32-value blocks) at a
+// time into 16 fp32 lanes; lane l of pair p covers values 64p + 4l .. 64p +
+// 4l + 3, lanes 0..7 the first block, 8..15 the second. Per (row, token),
+// starting from acc[16] = +0, for each pair p, for each lane l:
+//   i = sum over the lane's 4 values of u * q  -  o * S4[l]  (exact int32)
+//   acc[l] = fma(float(i), ws[l] * d[l], acc[l])   (ws * d: fp32 product)
 //   An odd last block (Q5_0 rows of 32 * odd values) is a pair whose
 //   second block has u = 0, q = 0, ws = 0, d = 0 (its lanes get fma(0, 0, acc)).
 //   y = the 16 lanes summed as _mm512_reduce_add_ps does: a[i] = acc[i] +
@@ -58,8 +56,8 @@
 // Kernels: with AVX-512 F/BW/DQ/VL and VNNI (checked at run time;
 // SPECSERVE_CPU_KERNELS=avx2 turns AVX-512 off) tiles of up to 8 rows x 8
 // tokens keep every accumulator in a zmm register and read each weight pair
-// once per group of tokens (kernels/cpu_matmul_int8.cc; Q8_0: 32-64 rows x
-// up to 5 tokens, kernels/cpu_matmul_q8_0_packed.cc). Elsewhere a portable
+// once per group of tokens (kernels/cpu_matmul_int8.cc; Q8_0 and Q4_K: 32-64
+// rows x up to 5 tokens, kernels/cpu_matmul_packed.cc). Elsewhere a portable
 // scalar kernel computes the same integers and the same float operations
 // (std::fma), so it gives the same bits, slowly
 // (kernels/cpu_matmul_int8_portable.cc).
@@ -82,7 +80,8 @@ struct alignas(64) Int8Pair {
   float d[16];
 };
 
-// 16 floats, 64-byte aligned (Q4_K's per-super-block ms lanes).
+// 16 floats, 64-byte aligned: a Q4_K super-block's ms, lane 8 + j holding
+// ms of its block j (lanes 0..7 zero).
 struct alignas(64) Float16x {
   float v[16];
 };

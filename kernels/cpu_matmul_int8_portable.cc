@@ -37,23 +37,11 @@ float QuantizeBlockScalar(const float* x, int8_t* q) {
   return d;
 }
 
-// A row's codes u, per-lane scales ws (16 per pair) and, for Q4_K, the dm
-// lanes of each super-block (ws of its 8 blocks, then its 8 mins).
+// A row's codes u and per-lane scales ws (16 per pair), Q5_0 and Q6_K.
 struct RowCodes {
   std::vector<uint8_t> u;
   std::vector<float> ws;
-  std::vector<float> dm;
 };
-
-void ScaleMinK4(int j, const uint8_t* q, int* d, int* m) {
-  if (j < 4) {
-    *d = q[j] & 63;
-    *m = q[j + 4] & 63;
-  } else {
-    *d = (q[j + 4] & 0xf) | ((q[j - 4] >> 6) << 4);
-    *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-  }
-}
 
 void DecodeRowCodes(GgmlType type, const uint8_t* row, int64_t n, RowCodes& rc) {
   const int64_t pairs = (n + kPair - 1) / kPair;
@@ -72,24 +60,6 @@ void DecodeRowCodes(GgmlType type, const uint8_t* row, int64_t n, RowCodes& rc) 
           rc.u[32 * c + j] = static_cast<uint8_t>(((b[6 + j % 16] >> (4 * (j / 16))) & 0xF) | (((qh >> j) & 1) << 4));
         }
         set_ws(32 * c, 32, F16ToF32(U16(b)));
-      }
-      break;
-    case GgmlType::kQ4_K:
-      rc.dm.assign(n / 256 * 16, 0.0f);
-      for (int64_t g = 0; g < n / 256; ++g) {
-        const uint8_t* b = row + 144 * g;
-        const float d = F16ToF32(U16(b)), dmin = F16ToF32(U16(b + 2));
-        for (int j = 0; j < 8; ++j) {
-          int sc, m;
-          ScaleMinK4(j, b + 4, &sc, &m);
-          const float d1 = d * static_cast<float>(sc), m1 = dmin * static_cast<float>(m);
-          rc.dm[16 * g + j] = d1;
-          rc.dm[16 * g + 8 + j] = m1;
-          for (int l = 0; l < 32; ++l) {
-            rc.u[256 * g + 32 * j + l] = static_cast<uint8_t>((b[16 + 32 * (j / 2) + l] >> (4 * (j % 2))) & 0xF);
-          }
-          set_ws(256 * g + 32 * j, 32, d1);
-        }
       }
       break;
     case GgmlType::kQ6_K:
@@ -165,26 +135,48 @@ void MatMulQ8_0RowsPortable(const MatrixView& w, const Int8Activations& a, float
   }
 }
 
+// The Q4_K contract: per sub-block of 32 values, the exact integer dot of the
+// nibbles, then an fma for the scale and one for the min.
+void MatMulQ4_KRowsPortable(const MatrixView& w, const Int8Activations& a, float* y, int64_t r0, int64_t r1) {
+  const int64_t ns = w.cols / 256;
+  for (int64_t r = r0; r < r1; ++r) {
+    for (int64_t t = 0; t < a.T; ++t) {
+      float acc = 0.0f;
+      for (int64_t s = 0; s < ns; ++s) {
+        const uint8_t* blk = w.row(r) + 144 * s;  // block_q4_K { f16 d, dmin; u8 scales[12]; u8 qs[128] }
+        const float d = F16ToF32(U16(blk)), dmin = F16ToF32(U16(blk + 2));
+        for (int j = 0; j < 8; ++j) {
+          int sc, m;
+          ScaleMinK4(j, blk + 4, &sc, &m);
+          const Int8Pair& x = a.token(t)[4 * s + j / 2];
+          const int h = j % 2;
+          int32_t i = 0;
+          for (int l = 0; l < 32; ++l) i += ((blk[16 + 32 * (j / 2) + l] >> (4 * h)) & 0xF) * x.q[32 * h + l];
+          const float ws = d * static_cast<float>(sc), m1 = dmin * static_cast<float>(m);
+          acc = std::fma(static_cast<float>(i), ws * x.d[8 * h], acc);
+          acc = std::fma(-m1, a.token_ms(t)[s].v[8 + j], acc);
+        }
+      }
+      y[t * w.rows + r] = acc;
+    }
+  }
+}
+
 void MatMulInt8RowsPortable(const MatrixView& w, const Int8Activations& a, float* y, int64_t r0, int64_t r1) {
   SPECSERVE_CHECK(a.type == w.type && a.n == w.cols);
   if (w.type == GgmlType::kQ8_0) return MatMulQ8_0RowsPortable(w, a, y, r0, r1);
+  if (w.type == GgmlType::kQ4_K) return MatMulQ4_KRowsPortable(w, a, y, r0, r1);
   thread_local RowCodes rc;
-  const bool mins = w.type == GgmlType::kQ4_K;
   for (int64_t r = r0; r < r1; ++r) {
     DecodeRowCodes(w.type, w.row(r), w.cols, rc);
     for (int64_t t = 0; t < a.T; ++t) {
       const Int8Pair* xp = a.token(t);
       float acc[16] = {};
       for (int64_t p = 0; p < a.pairs; ++p) {
-        if (mins && p % 4 == 0) {
-          const float* dm = rc.dm.data() + 16 * (p / 4);
-          const float* ms = a.token_ms(t)[p / 4].v;
-          for (int l = 0; l < 16; ++l) acc[l] = std::fma(-dm[l], ms[l], acc[l]);
-        }
         const Int8Pair& x = xp[p];
         const uint8_t* u = rc.u.data() + kPair * p;
         for (int l = 0; l < 16; ++l) {
-          int32_t i = mins ? 0 : x.bias[l];
+          int32_t i = x.bias[l];
           for (int k = 0; k < 4; ++k) i += static_cast<int32_t>(u[4 * l + k]) * x.q[4 * l + k];
           const float s = rc.ws[16 * p + l] * x.d[l];
           acc[l] = std::fma(static_cast<float>(i), s, acc[l]);

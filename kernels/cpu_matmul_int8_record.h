@@ -26,6 +26,17 @@ inline int Offset(GgmlType t) {
   }
 }
 
+// Q4_K: the 6-bit scale and min of sub-block j from the 12 scale bytes q.
+inline void ScaleMinK4(int j, const uint8_t* q, int* d, int* m) {
+  if (j < 4) {
+    *d = q[j] & 63;
+    *m = q[j + 4] & 63;
+  } else {
+    *d = (q[j + 4] & 0xf) | ((q[j - 4] >> 6) << 4);
+    *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
+
 inline uint16_t U16(const uint8_t* p) {
   uint16_t h;
   std::memcpy(&h, p, sizeof(h));
@@ -76,7 +87,7 @@ inline void ZeroBlock(Int8Pair& rec, int h) {
 }
 
 // Q8_0: each block's bias, -128 * S, the sum of its 8 lanes' biases (for the
-// packed kernel, kernels/cpu_matmul_q8_0_packed.h). Call after the pairs are
+// packed kernel, kernels/cpu_matmul_packed.h). Call after the pairs are
 // filled.
 inline void SumBlockBiases(Int8Activations& out) {
   for (int64_t t = 0; t < out.T; ++t) {

@@ -23,22 +23,23 @@
 #include "common/weights.h"
 #include "kernels/cpu_matmul.h"
 #include "kernels/cpu_matmul_int8.h"
-#include "kernels/cpu_matmul_q8_0_packed.h"
+#include "kernels/cpu_matmul_packed.h"
 
 namespace specserve {
 namespace {
 
 struct Matrix {
   std::vector<uint8_t> bytes;
-  std::vector<uint8_t> packed;  // Q8_0: as the CPU backend packs it
+  std::vector<uint8_t> packed;  // Q8_0 / Q4_K: as the CPU backend packs them
   MatrixView view;
 };
 
-// Q8_0 views are packed, as the CPU backend does under int8 activations.
-void PackIfQ8_0(Matrix& m) {
-  if (m.view.type != GgmlType::kQ8_0) return;
-  m.packed.resize(cpu::PackedQ8_0Bytes(m.view.rows, m.view.cols));
-  cpu::PackQ8_0(m.view, m.packed.data());
+// Q8_0 and Q4_K views are packed, as the CPU backend does under int8
+// activations.
+void PackIfPackable(Matrix& m) {
+  if (!cpu::PackableForInt8(m.view)) return;
+  m.packed.resize(cpu::PackedBytes(m.view));
+  cpu::PackForInt8(m.view, m.packed.data());
   m.view.packed = m.packed.data();
 }
 
@@ -55,7 +56,7 @@ Matrix QuantizedMatrix(GgmlType type, int64_t rows, int64_t cols, uint32_t seed)
     QuantizeRow(type, row.data(), m.bytes.data() + r * row_bytes, cols);
   }
   m.view = MatrixView{type, m.bytes.data(), rows, cols, row_bytes};
-  PackIfQ8_0(m);
+  PackIfPackable(m);
   return m;
 }
 
@@ -84,7 +85,7 @@ Matrix RandomBytesMatrix(GgmlType type, int64_t rows, int64_t cols, uint32_t see
     }
   }
   m.view = MatrixView{type, m.bytes.data(), rows, cols, row_bytes};
-  PackIfQ8_0(m);
+  PackIfPackable(m);
   return m;
 }
 
@@ -217,6 +218,21 @@ RefRow RefDecode(GgmlType type, const uint8_t* row, int64_t n) {
 }
 
 float RefDot(GgmlType type, const RefRow& w, const RefToken& x, int64_t n) {
+  if (type == GgmlType::kQ4_K) {
+    // One accumulator; per sub-block the exact integer dot, an fma for the
+    // scale and one for the min (ms = d_x * S).
+    float acc = 0.f;
+    for (int64_t b = 0; b < n / 32; ++b) {
+      int32_t i = 0, sum = 0;
+      for (int64_t v = 32 * b; v < 32 * b + 32; ++v) {
+        i += w.u[v] * x.q[v];
+        sum += x.q[v];
+      }
+      acc = std::fma(static_cast<float>(i), w.ws[32 * b] * x.d[b], acc);
+      acc = std::fma(-w.m1[b], x.d[b] * static_cast<float>(sum), acc);
+    }
+    return acc;
+  }
   if (type == GgmlType::kQ8_0) {
     // One accumulator; per block the exact integer dot, then one fma.
     float acc = 0.f;

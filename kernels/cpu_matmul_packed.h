@@ -1,0 +1,53 @@
+// Q8_0 and Q4_K weights repacked for the int8 kernel: 16 rows interleaved so
+// that one zmm register holds 4 consecutive codes of each of 16 rows, and one
+// vpdpbusd against a token's 4 activations (broadcast) advances all 16 rows'
+// integer dot products. A row's block dot is then whole in one lane, so the
+// float work (convert, scale, accumulate) is done once per 32 values instead
+// of once per 4, and the matrix streams from memory as one sequential run per
+// 16 rows. The CPU backend packs every such matrix once at load
+// (backends/cpu_packed_weights.h) and sets MatrixView::packed.
+//
+// Layouts, per group g of 16 rows (rows 16g .. 16g + 15; rows past w.rows are
+// zero); groups follow each other:
+//
+// Q8_0, per block b of 32 columns, kQ8_0PackedBytes bytes:
+//   f16 d[16]           the 16 rows' block scales, row order
+//   u8  u[8][16][4]     u[k][l][j] = qs of row 16g + l, value 32b + 4k + j,
+//                       plus 128 (the code the kernel multiplies, 0..255)
+//
+// Q4_K, per super-block s of 256 columns, kQ4_KPackedBytes bytes:
+//   f16 d[16], dmin[16]   the 16 rows' super-block scales
+//   u8  sc[8][16]         sc[j][l]: the 6-bit scale of sub-block j, row l
+//   u8  m[8][16]          the 6-bit mins, likewise
+//   u8  q[4][8][16][4]    q[p][k][l][j]: low nibble value 32 (2p) + 4k + j of
+//                         row l, high nibble value 32 (2p + 1) + 4k + j
+//
+// Numerics: kernels/cpu_matmul_int8.h (the Q8_0 and Q4_K contracts).
+#pragma once
+
+#include <cstdint>
+
+#include "common/weights.h"
+#include "kernels/cpu_matmul_int8.h"
+
+namespace specserve::cpu {
+
+constexpr int64_t kPackedRows = 16;
+constexpr int64_t kQ8_0PackedBytes = 32 + 8 * 64;
+constexpr int64_t kQ4_KPackedBytes = 64 + 2 * 128 + 4 * 8 * 64;
+
+// True for the types PackForInt8 takes (Q8_0, Q4_K) when w.cols fits them.
+bool PackableForInt8(const MatrixView& w);
+
+// Bytes PackForInt8 writes for w.
+int64_t PackedBytes(const MatrixView& w);
+
+// Writes w (PackableForInt8) in its layout above to out[0 .. PackedBytes).
+// Portable code; out needs no alignment.
+void PackForInt8(const MatrixView& w, uint8_t* out);
+
+// y[t, r] for r in [r0, r1) from w.packed (AVX-512 VNNI; only call when
+// UseVnniInt8MatMul()). r0 and r1 need not be multiples of 16.
+void MatMulPackedVnni(const MatrixView& w, const Int8Activations& a, float* y, int64_t r0, int64_t r1);
+
+}  // namespace specserve::cpu
