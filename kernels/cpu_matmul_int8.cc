@@ -27,7 +27,6 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,avx512vnni,avx2,fma,f16c")
 
-#include "kernels/cpu_q4k_scales_avx512.h"  // inside the target region (its header says why)
 
 namespace specserve::cpu {
 namespace {

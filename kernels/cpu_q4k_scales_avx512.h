@@ -1,10 +1,10 @@
 // A Q4_K super-block's 8 scales and 8 mins, decoded with AVX-512 and
 // multiplied by d and dmin: the fp32 products ggml's dequantization computes
-// (d1 = d * sc, m1 = dmin * m). Shared by the fp32 and the int8 kernels.
+// (d1 = d * sc, m1 = dmin * m), for the fp32 kernel.
 //
 // Include this only inside an AVX-512 target region (after
 // `#pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,...")`, as
-// kernels/cpu_matmul_avx512.cc and kernels/cpu_matmul_int8.cc do): its
+// kernels/cpu_matmul_avx512.cc does): its
 // function is compiled with those instructions and has internal linkage, so
 // no copy of it can reach a CPU without AVX-512.
 #pragma once
