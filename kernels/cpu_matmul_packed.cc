@@ -112,6 +112,22 @@ inline void Prefetch(const uint8_t* const* ahead, int64_t lo, int64_t hi) {
   }
 }
 
+template <int G, int T>
+inline void Zero(__m512 (&acc)[G][T]) {
+#pragma GCC unroll 32
+  for (int g = 0; g < G; ++g)
+#pragma GCC unroll 32
+    for (int t = 0; t < T; ++t) acc[g][t] = _mm512_setzero_ps();
+}
+// y[t * ldy + 16 g + lane] for the lanes (rows) of masks[g].
+template <int G, int T>
+inline void Store(const __m512 (&acc)[G][T], const __mmask16* masks, float* y, int64_t ldy) {
+#pragma GCC unroll 32
+  for (int g = 0; g < G; ++g)
+#pragma GCC unroll 32
+    for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + t * ldy + kPackedRows * g, masks[g], acc[g][t]);
+}
+
 // Q8_0: G groups of 16 rows times T tokens (t0 ..), every accumulator in a
 // zmm register. Per block, the T integer dots of each group start from the
 // token's bias -128 * S and take 8 vpdpbusd (4 values each, the token's 4
@@ -123,10 +139,7 @@ struct Q8_0Kernel {
   static void Tile(const uint8_t* const* grp, const __mmask16* masks, int64_t nb, const Int8Activations& a,
                    int64_t t0, float* y, int64_t ldy, const uint8_t* const* ahead) {
     __m512 acc[G][T];
-#pragma GCC unroll 32
-    for (int g = 0; g < G; ++g)
-#pragma GCC unroll 32
-      for (int t = 0; t < T; ++t) acc[g][t] = _mm512_setzero_ps();
+    Zero<G, T>(acc);
     const Int8Pair* xs[T];
     const int32_t* bias[T];
     for (int t = 0; t < T; ++t) {
@@ -164,10 +177,7 @@ struct Q8_0Kernel {
         }
       }
     }
-#pragma GCC unroll 32
-    for (int g = 0; g < G; ++g)
-#pragma GCC unroll 32
-      for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + t * ldy + kPackedRows * g, masks[g], acc[g][t]);
+    Store<G, T>(acc, masks, y, ldy);
   }
 };
 
@@ -181,10 +191,7 @@ struct Q4_KKernel {
   static void Tile(const uint8_t* const* grp, const __mmask16* masks, int64_t ns, const Int8Activations& a,
                    int64_t t0, float* y, int64_t ldy, const uint8_t* const* ahead) {
     __m512 acc[G][T];
-#pragma GCC unroll 32
-    for (int g = 0; g < G; ++g)
-#pragma GCC unroll 32
-      for (int t = 0; t < T; ++t) acc[g][t] = _mm512_setzero_ps();
+    Zero<G, T>(acc);
     const Int8Pair* xs[T];
     const Float16x* ms[T];
     for (int t = 0; t < T; ++t) {
@@ -240,10 +247,7 @@ struct Q4_KKernel {
         }
       }
     }
-#pragma GCC unroll 32
-    for (int g = 0; g < G; ++g)
-#pragma GCC unroll 32
-      for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + t * ldy + kPackedRows * g, masks[g], acc[g][t]);
+    Store<G, T>(acc, masks, y, ldy);
   }
 };
 
