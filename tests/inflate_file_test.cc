@@ -3,6 +3,7 @@
 // function, and holds exactly the in-memory inflation (tools/inflate.h)
 // in the chosen encoding (tools/inflate_gguf.h).
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstring>
@@ -57,7 +58,9 @@ class InflateFileTest : public ::testing::Test {
   static void SetUpTestSuite() {
     small_path_ = testing::ModelPath("code-target-7m");
     if (small_path_.empty()) return;
-    dir_ = ::testing::TempDir() + "/inflate_file_test";
+    // One folder per process: ctest runs each test in its own process, two at
+    // a time, and a suite's teardown removes its folder.
+    dir_ = ::testing::TempDir() + "/inflate_file_test_" + std::to_string(::getpid());
     std::filesystem::create_directories(dir_);
     for (const char* type : {"f16", "q8_0", "q4_k_m"}) {
       const std::string out = Out(type);
