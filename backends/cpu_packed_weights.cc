@@ -49,11 +49,7 @@ std::unique_ptr<PackedWeights> PackWeightsForInt8(const ModelWeights& w, int thr
   }
   add(p->views.output);
   p->buffers.resize(todo.size());
-  for (size_t i = 0; i < todo.size(); ++i) {
-    const int64_t bytes = cpu::PackedBytes(*todo[i]);
-    p->buffers[i].reset(new uint8_t[bytes]);
-    p->bytes += bytes;
-  }
+  for (size_t i = 0; i < todo.size(); ++i) p->buffers[i].reset(new uint8_t[cpu::PackedBytes(*todo[i])]);
   // The matrices are independent: each thread takes the next one.
   std::atomic<size_t> next{0};
   auto work = [&] {

@@ -14,7 +14,6 @@ namespace specserve {
 struct PackedWeights {
   ModelWeights views;  // the model's views (its vectors stay the model's), packed set
   std::vector<std::unique_ptr<uint8_t[]>> buffers;
-  int64_t bytes = 0;  // packed bytes in all
 };
 
 // Packs every Q8_0 and Q4_K matrix of w (the layers' and the output's; the token

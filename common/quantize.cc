@@ -130,7 +130,7 @@ float MakeQkx2Quants(int n, int nmax, const float* x, const float* weights, uint
 
 // block_q4_K: { f16 d; f16 dmin; uint8 scales[12]; uint8 qs[128]; }: eight
 // sub-blocks of 32, x ~ d * sc * q - dmin * m with 6-bit sc, m packed as
-// DequantQ4_K's ScaleMinK4 unpacks them.
+// Q4_KScaleMin (common/tensor_types.h) unpacks them.
 void QuantQ4_K(const float* x, uint8_t* y, int64_t nb) {
   uint8_t L[kQK_K], Laux[32];
   float weights[32], mins[kQK_K / 32], scales[kQK_K / 32];

@@ -104,17 +104,6 @@ void DequantQ5_0(const uint8_t* x, float* y, int64_t nb) {
   }
 }
 
-// The 12 scale bytes of Q4_K/Q5_K pack eight 6-bit (scale, min) pairs.
-inline void ScaleMinK4(int j, const uint8_t* q, uint8_t* d, uint8_t* m) {
-  if (j < 4) {
-    *d = q[j] & 63;
-    *m = q[j + 4] & 63;
-  } else {
-    *d = (q[j + 4] & 0xf) | ((q[j - 4] >> 6) << 4);
-    *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-  }
-}
-
 // block_q4_K: { f16 d; f16 dmin; uint8 scales[12]; uint8 qs[128]; }: eight
 // sub-blocks of 32, y = d*sc*q - dmin*m; each 32 bytes of qs hold two
 // sub-blocks (low nibbles first).
@@ -126,10 +115,10 @@ void DequantQ4_K(const uint8_t* x, float* y, int64_t nb) {
     const uint8_t* q = x + 16;
     int is = 0;
     for (int j = 0; j < kQK_K; j += 64, q += 32, is += 2) {
-      uint8_t sc, m;
-      ScaleMinK4(is, scales, &sc, &m);
+      int sc, m;
+      Q4_KScaleMin(is, scales, &sc, &m);
       const float d1 = d * sc, m1 = dmin * m;
-      ScaleMinK4(is + 1, scales, &sc, &m);
+      Q4_KScaleMin(is + 1, scales, &sc, &m);
       const float d2 = d * sc, m2 = dmin * m;
       for (int l = 0; l < 32; ++l) *y++ = d1 * (q[l] & 0xf) - m1;
       for (int l = 0; l < 32; ++l) *y++ = d2 * (q[l] >> 4) - m2;

@@ -29,6 +29,18 @@ std::string_view GgmlTypeName(GgmlType t);
 // Bytes of `n` elements; n must be a multiple of the block size.
 uint64_t RowBytes(GgmlType t, int64_t n);
 
+// Q4_K / Q5_K: the 6-bit scale and min of sub-block j (0..7) from a
+// super-block's 12 scale bytes q (ggml's get_scale_min_k4).
+inline void Q4_KScaleMin(int j, const uint8_t* q, int* sc, int* m) {
+  if (j < 4) {
+    *sc = q[j] & 63;
+    *m = q[j + 4] & 63;
+  } else {
+    *sc = (q[j + 4] & 0xf) | ((q[j - 4] >> 6) << 4);
+    *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
+
 // dst[0..n) = dequantized src row; n is a multiple of the block size.
 void DequantizeRow(GgmlType t, const void* src, float* dst, int64_t n);
 

@@ -137,21 +137,11 @@ struct DecodeQ4_K {
 // accumulators), where the table and the super-block state leave too few
 // registers (DecoderFor below).
 struct DecodeQ4_KPerChunk : Ungrouped {
-  // Scale and min of sub-block j, as ggml's get_scale_min_k4.
-  static void ScaleMin(int j, const uint8_t* q, int* d, int* m) {
-    if (j < 4) {
-      *d = q[j] & 63;
-      *m = q[j + 4] & 63;
-    } else {
-      *d = (q[j + 4] & 0xf) | ((q[j - 4] >> 6) << 4);
-      *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-    }
-  }
   static void Chunk(const uint8_t* row, int64_t c, int, const State&, __m512& w0, __m512& w1) {
     const uint8_t* b = row + (c / 8) * 144;
     const int j = static_cast<int>(c % 8);
     int sc, m;
-    ScaleMin(j, b + 4, &sc, &m);
+    Q4_KScaleMin(j, b + 4, &sc, &m);
     const __m512 d1 = _mm512_set1_ps(Half(b) * static_cast<float>(sc));
     const __m512 m1 = _mm512_set1_ps(Half(b + 2) * static_cast<float>(m));
     const uint8_t* q = b + 16 + 32 * (j / 2);

@@ -63,7 +63,6 @@ struct Ungrouped {
 // block_q5_0 { f16 d; u32 qh; u8 qs[16] }: element e < 16 is the low nibble
 // of qs[e], element 16 + e the high nibble of qs[e], bit e of qh the fifth bit.
 struct VQ5_0 : Ungrouped {
-  static constexpr int kOffset = 16;
   static constexpr int kPairBytes = 44;
   static __m512i Codes(__m128i s0, __m128i s1, uint64_t qh) {
     const __m256i t = _mm256_inserti128_si256(_mm256_castsi128_si256(s0), s1, 1);
@@ -106,7 +105,6 @@ inline __m512i LoadIdx(const int32_t* p) { return _mm512_load_si512(p); }
 // qh[32h .. 32h + 32) above it. Prepare stores d * scales[16].
 struct VQ6_K {
   static constexpr int kGroup = 4;
-  static constexpr int kOffset = 32;
   static constexpr int kPairBytes = (210 + 3) / 4;
   struct State {
     alignas(64) float ds[16];
@@ -135,9 +133,8 @@ struct VQ6_K {
 
 // One pair of one token into one accumulator: the exact integer dot (the
 // bias, -o * S4, preloaded), then acc = fma(float(i), ws * d, acc).
-template <class D>
 inline void Step(const __m512i& w, const __m512& sw, const Int8Pair& x, __m512& acc) {
-  __m512i i = D::kOffset != 0 ? _mm512_load_si512(x.bias) : _mm512_setzero_si512();
+  __m512i i = _mm512_load_si512(x.bias);
   i = _mm512_dpbusd_epi32(i, w, _mm512_load_si512(x.q));
   acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i), _mm512_mul_ps(sw, _mm512_load_ps(x.d)), acc);
 }
@@ -180,7 +177,7 @@ void Tile(const uint8_t* const* rows, int nrows, const Int8Activations& a, int64
         __m512 sw;
         D::Pair(rows[j], p, k, state[j], w, sw);
 #pragma GCC unroll 32
-        for (int t = 0; t < T; ++t) Step<D>(w, sw, xs[t][p], acc[j][t]);
+        for (int t = 0; t < T; ++t) Step(w, sw, xs[t][p], acc[j][t]);
       }
     }
   }
@@ -192,7 +189,7 @@ void Tile(const uint8_t* const* rows, int nrows, const Int8Activations& a, int64
         __m512 sw;
         D::Half(rows[j], chunks - 1, w, sw);
 #pragma GCC unroll 32
-        for (int t = 0; t < T; ++t) Step<D>(w, sw, xs[t][full], acc[j][t]);
+        for (int t = 0; t < T; ++t) Step(w, sw, xs[t][full], acc[j][t]);
       }
     }
   }

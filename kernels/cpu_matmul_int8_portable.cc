@@ -147,7 +147,7 @@ void MatMulQ4_KRowsPortable(const MatrixView& w, const Int8Activations& a, float
         const float d = F16ToF32(U16(blk)), dmin = F16ToF32(U16(blk + 2));
         for (int j = 0; j < 8; ++j) {
           int sc, m;
-          ScaleMinK4(j, blk + 4, &sc, &m);
+          Q4_KScaleMin(j, blk + 4, &sc, &m);
           const Int8Pair& x = a.token(t)[4 * s + j / 2];
           const int h = j % 2;
           int32_t i = 0;

@@ -26,17 +26,6 @@ inline int Offset(GgmlType t) {
   }
 }
 
-// Q4_K: the 6-bit scale and min of sub-block j from the 12 scale bytes q.
-inline void ScaleMinK4(int j, const uint8_t* q, int* d, int* m) {
-  if (j < 4) {
-    *d = q[j] & 63;
-    *m = q[j + 4] & 63;
-  } else {
-    *d = (q[j + 4] & 0xf) | ((q[j - 4] >> 6) << 4);
-    *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-  }
-}
-
 inline uint16_t U16(const uint8_t* p) {
   uint16_t h;
   std::memcpy(&h, p, sizeof(h));

@@ -132,17 +132,6 @@ void DequantQ5_0(const uint8_t* x, float* y, int64_t nb) {
   }
 }
 
-// Scale and min j of a Q4_K super-block (six bits each, packed in 12 bytes).
-inline void ScaleMinK4(int j, const uint8_t* q, uint8_t* d, uint8_t* m) {
-  if (j < 4) {
-    *d = q[j] & 63;
-    *m = q[j + 4] & 63;
-  } else {
-    *d = (q[j + 4] & 0xf) | ((q[j - 4] >> 6) << 4);
-    *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-  }
-}
-
 // block_q4_K { f16 d, dmin; u8 scales[12]; u8 qs[128] }: eight sub-blocks of
 // 32, y = (d * sc) * q - dmin * m, two sub-blocks per 32 bytes of qs (low
 // nibbles first). Multiply then subtract, as the scalar code does (no fma).
@@ -158,8 +147,8 @@ void DequantQ4_K(const uint8_t* x, float* y, int64_t nb) {
       const __m256i nib[2] = {_mm256_and_si256(bytes, low4),
                               _mm256_and_si256(_mm256_srli_epi16(bytes, 4), low4)};
       for (int h = 0; h < 2; ++h, y += 32) {
-        uint8_t sc, m;
-        ScaleMinK4(2 * j + h, scales, &sc, &m);
+        int sc, m;
+        Q4_KScaleMin(2 * j + h, scales, &sc, &m);
         const __m256 d1 = _mm256_set1_ps(d * sc);
         const __m256 m1 = _mm256_set1_ps(dmin * m);
         const __m128i lo = _mm256_castsi256_si128(nib[h]);
