@@ -58,9 +58,9 @@ int32_t KPolicy::Next() const {
   const double sessions = std::max(1.0, load_.active_sessions);
   auto round_seconds = [&](int32_t k) {
     if (!load_.known) return VerifyCost(k + 1) + k * draft_step_s_;
-    const double f = load_.fixed_seconds, m = load_.seconds_per_token;
-    const double latency = network_s_ + f + m * batch * (k + 1) + k * draft_step_s_;
-    const double throughput = sessions * (f / batch + m * (k + 1));
+    const double pass = PassSeconds(load_, batch * (k + 1));
+    const double latency = network_s_ + pass + k * draft_step_s_;
+    const double throughput = sessions / batch * pass;
     return std::max(latency, throughput);
   };
   int32_t best = k_min;

@@ -10,12 +10,13 @@
 // round, the K in [kMin, kMax] maximising E(K) / cost(K).
 //
 // Under load (docs/round_protocol.md "K under load"): a remote target reports
-// its measured pass cost, fixed + per_token * tokens, the sessions B in its
-// batched passes and the N sessions open on it. Assuming every session drafts
-// the same K, a round then lasts at least
-//   latency(K)    = network + fixed + per_token * B * (K + 1) + K * draft_step
+// its measured pass cost, pass(T) for a batched pass of T tokens (a table by
+// width and a line, spec/target_load.h), the sessions B in its batched passes
+// and the N sessions open on it. Assuming every session drafts the same K, a
+// round then lasts at least
+//   latency(K)    = network + pass(B * (K + 1)) + K * draft_step
 //                   (this session's own chain; its pass holds B sessions), and
-//   throughput(K) = N * (fixed / B + per_token * (K + 1))
+//   throughput(K) = N / B * pass(B * (K + 1))
 //                   (the target's work for one round of all N sessions),
 // and K maximises E(K) / max(latency, throughput), K = 0 (plain decoding)
 // included. With one session that is the latency chain, as without a report;

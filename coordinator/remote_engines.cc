@@ -138,9 +138,7 @@ absl::StatusOr<RoundResult> RemoteVerifier::Verify(int64_t round, const Proposal
   const v1::VerifyResult& r = resp.verified();
   RoundResult out{r.round(), r.accepted(), r.next_token(), r.compute_seconds()};
   if (r.has_load()) {
-    out.target_load = TargetLoad{true, r.load().fixed_seconds(), r.load().seconds_per_token(),
-                                 r.load().sessions_per_pass(),
-                                 r.load().active_sessions()};
+    out.target_load = rpc::TargetLoadFromProto(r.load());
   }
   if (logprobs_) {
     ASSIGN_OR_RETURN(out.logprobs, rpc::LogprobsFromProto(r.logprobs()));

@@ -1,6 +1,7 @@
 #include "rpc/pass_cost.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace specserve::rpc {
 namespace {
@@ -8,6 +9,17 @@ namespace {
 // decoding, yet spans enough pass shapes (verify blocks of several K,
 // batches of several sizes) to separate the fixed and per-token costs.
 constexpr double kDecay = 0.98;
+// A width's own mean: ~10 of its passes.
+constexpr double kBucketDecay = 0.9;
+constexpr int64_t kExactWidths = 16;
+
+// Widths 1..16 are buckets 0..15; wider ones 16 + floor(log_1.25(T / 16)).
+int BucketOf(int64_t tokens) {
+  if (tokens <= kExactWidths) return static_cast<int>(tokens - 1);
+  const int b = static_cast<int>(kExactWidths) +
+                static_cast<int>(std::floor(std::log(static_cast<double>(tokens) / kExactWidths) / std::log(1.25)));
+  return std::min(b, PassCostModel::kBuckets - 1);
+}
 }  // namespace
 
 void PassCostModel::Observe(int64_t tokens, int64_t sessions, double seconds) {
@@ -19,6 +31,12 @@ void PassCostModel::Observe(int64_t tokens, int64_t sessions, double seconds) {
   sxx_ = sxx_ * kDecay + x * x;
   sxy_ = sxy_ * kDecay + x * seconds;
   ss_ = ss_ * kDecay + static_cast<double>(sessions);
+  ++passes_;
+  Bucket& b = buckets_[BucketOf(tokens)];
+  b.w = b.w * kBucketDecay + 1;
+  b.tokens = b.tokens * kBucketDecay + x;
+  b.seconds = b.seconds * kBucketDecay + seconds;
+  b.last_pass = passes_;
 }
 
 TargetLoad PassCostModel::Estimate() const {
@@ -37,6 +55,12 @@ TargetLoad PassCostModel::Estimate() const {
   load.seconds_per_token = slope;
   load.fixed_seconds = std::max(0.0, my - slope * mx);
   load.sessions_per_pass = ss_ / sw_;
+  for (const Bucket& b : buckets_) {
+    if (b.w == 0 || passes_ - b.last_pass >= kForgetPasses) continue;
+    PassCostPoint p{b.tokens / b.w, b.seconds / b.w};
+    if (!load.passes.empty()) p.seconds = std::max(p.seconds, load.passes.back().seconds);
+    load.passes.push_back(p);
+  }
   return load;
 }
 

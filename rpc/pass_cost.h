@@ -1,14 +1,19 @@
-// What a batched forward pass costs on this service, measured: a line
-// seconds = fixed + per_token * tokens fitted by decayed least squares over
-// the scheduler's decoding passes, and how loaded the service is (sessions
-// per pass, a decayed mean). The target sends it with every verdict so that
-// the coordinator's adaptive K can weigh what its drafted tokens cost the
-// whole batch (coordinator/k_policy.h, docs/round_protocol.md "K under load").
+// What a batched forward pass costs on this service, measured, and how loaded
+// the service is. The target sends it with every verdict so that the
+// coordinator's adaptive K can weigh what its drafted tokens cost the whole
+// batch (coordinator/k_policy.h, docs/round_protocol.md "K under load"):
+// - a table by pass width (tokens in the pass, all sessions together): the
+//   decayed mean seconds of recent passes of each width, widths 1..16 each
+//   their own, wider ones in buckets 25% apart (spec/target_load.h reads it);
+// - a line, seconds = fixed + per_token * tokens, fitted by decayed least
+//   squares over all decoding passes, for widths the table has not seen;
+// - sessions per pass, a decayed mean.
 #pragma once
 
+#include <array>
 #include <cstdint>
 
-#include "spec/round.h"
+#include "spec/target_load.h"
 
 namespace specserve::rpc {
 
@@ -19,12 +24,24 @@ class PassCostModel {
   // prompt's prefill: a long prefill costs more per token than a verify
   // block, and would make every drafted token look dearer than it is).
   void Observe(int64_t tokens, int64_t sessions, double seconds);
-  // The current estimate; known = false before the first pass.
+  // The current estimate; known = false before the first pass. Its table
+  // holds the widths seen in the last kForgetPasses passes, by increasing
+  // width, each at least as dear as the narrower ones (a wider pass never
+  // costs less; a dip is noise).
   TargetLoad Estimate() const;
 
+  static constexpr int kBuckets = 40;  // widths up to 16 * 1.25^23, about 2700 tokens
+  static constexpr int64_t kForgetPasses = 5000;
+
  private:
+  struct Bucket {
+    double w = 0, tokens = 0, seconds = 0;  // decayed sums
+    int64_t last_pass = 0;                  // passes_ when last observed
+  };
   // Decayed sums of the points (x = tokens, y = seconds) and of the load.
   double sw_ = 0, sx_ = 0, sy_ = 0, sxx_ = 0, sxy_ = 0, ss_ = 0;
+  std::array<Bucket, kBuckets> buckets_{};
+  int64_t passes_ = 0;
 };
 
 }  // namespace specserve::rpc

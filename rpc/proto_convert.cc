@@ -1,5 +1,7 @@
 #include "rpc/proto_convert.h"
 
+#include <cmath>
+
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 
@@ -198,6 +200,32 @@ absl::StatusOr<SpmVocab> VocabFromTokenizerInfo(const v1::TokenizerInfo& t) {
   v.add_bos = t.add_bos();
   v.add_space_prefix = t.add_space_prefix();
   return v;  // MakeSpmTokenizer validates ids and types
+}
+
+void TargetLoadToProto(const TargetLoad& load, v1::TargetLoad* out) {
+  out->set_fixed_seconds(load.fixed_seconds);
+  out->set_seconds_per_token(load.seconds_per_token);
+  out->set_sessions_per_pass(load.sessions_per_pass);
+  out->set_active_sessions(load.active_sessions);
+  for (const PassCostPoint& p : load.passes) {
+    out->add_pass_tokens(p.tokens);
+    out->add_pass_seconds(p.seconds);
+  }
+}
+
+TargetLoad TargetLoadFromProto(const v1::TargetLoad& in) {
+  TargetLoad load{true, in.fixed_seconds(), in.seconds_per_token(), in.sessions_per_pass(), in.active_sessions(), {}};
+  if (in.pass_tokens_size() != in.pass_seconds_size()) return load;
+  for (int i = 0; i < in.pass_tokens_size(); ++i) {
+    const double t = in.pass_tokens(i), s = in.pass_seconds(i);
+    const bool ordered = load.passes.empty() || t > load.passes.back().tokens;
+    if (!std::isfinite(t) || !std::isfinite(s) || t <= 0 || s < 0 || !ordered) {
+      load.passes.clear();
+      return load;
+    }
+    load.passes.push_back({t, s});
+  }
+  return load;
 }
 
 }  // namespace specserve::rpc

@@ -37,6 +37,12 @@ absl::StatusOr<Proposal> ProposalFromProto(
 void ProposalToProto(const Proposal& p, google::protobuf::RepeatedField<int32_t>* tokens,
                      google::protobuf::RepeatedPtrField<v1::SparseDist>* dists);
 
+// The target's load report (spec/target_load.h). A table whose arrays differ
+// in length, or whose widths are not finite, positive and increasing, is
+// dropped (the line still holds); active_sessions is the caller's to set.
+void TargetLoadToProto(const TargetLoad& load, v1::TargetLoad* out);
+TargetLoad TargetLoadFromProto(const v1::TargetLoad& in);
+
 // The tokenizer travels as its GGUF metadata (pieces, scores or merges,
 // types, special ids, flags), so the coordinator rebuilds the same tokenizer
 // (MakeSpmTokenizer / MakeBpeTokenizer) without the model file.

@@ -17,6 +17,7 @@
 #include "common/model_config.h"
 #include "spec/logprobs.h"
 #include "spec/sampling.h"
+#include "spec/target_load.h"
 
 namespace specserve {
 
@@ -55,18 +56,6 @@ struct Proposal {
   double compute_seconds = 0;    // spent on the draft's passes (the rest of a call is transport)
   bool drafted_ahead = false;    // drafted during the previous verify (overlap guess held)
   bool looked_up = false;        // prompt lookup in the draft session, not the draft model
-};
-
-// The target service's load and pass cost when it verified a round
-// (rpc/pass_cost.h): a batched pass over T tokens costs about
-// fixed_seconds + seconds_per_token * T, and recent passes held
-// sessions_per_pass sessions on average; active_sessions are open on it now.
-struct TargetLoad {
-  bool known = false;             // false: in process, or an older target
-  double fixed_seconds = 0;
-  double seconds_per_token = 0;
-  double sessions_per_pass = 0;
-  double active_sessions = 0;
 };
 
 // A verified round: d1..d_accepted are committed, then next_token.

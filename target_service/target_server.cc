@@ -41,12 +41,9 @@ absl::Status TargetServer::Answer(Entry& e, const ForwardSeq& pass, RoundResult 
   rpc::LogprobsToProto(v.logprobs, res->mutable_logprobs());
   // Time on this service, queueing included: the caller counts the rest as network.
   res->set_compute_seconds(rpc::SecondsSince(e.state.received));
-  const TargetLoad load = PassCost();
-  v1::TargetLoad* l = res->mutable_load();
-  l->set_fixed_seconds(load.fixed_seconds);
-  l->set_seconds_per_token(load.seconds_per_token);
-  l->set_sessions_per_pass(load.sessions_per_pass);
-  l->set_active_sessions(static_cast<double>(sessions_.size()));
+  TargetLoad load = PassCost();
+  load.active_sessions = static_cast<double>(sessions_.size());
+  rpc::TargetLoadToProto(load, res->mutable_load());
   e.handle->Send(std::move(r));
   return absl::OkStatus();
 }

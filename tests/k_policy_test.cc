@@ -186,7 +186,7 @@ void FeedLoaded(KPolicy& p, int rounds, int32_t k, double accept_rate, double fi
     const double tokens = sessions * (k + 1);
     const double verify = fixed + per_token * tokens + 0.0005;  // + 0.5 ms round trip
     p.Observe(k, accepted, step * k, verify);
-    p.ObserveTarget(TargetLoad{true, fixed, per_token, sessions, sessions}, 0.0005);
+    p.ObserveTarget(TargetLoad{true, fixed, per_token, sessions, sessions, {}}, 0.0005);
   }
 }
 
@@ -214,11 +214,11 @@ TEST(KPolicyLoadAware, SaturatedTargetAlternatingTwoBatchesFallsToPlain) {
   KPolicy p = KPolicy::Adaptive(4);
   for (int i = 0; i < 50; ++i) {
     p.Observe(2, i % 2 == 0 ? 2 : 0, 0.001, 0.012);  // acceptance ~0.67
-    p.ObserveTarget(TargetLoad{true, 0.0023, 0.00036, 9, 16}, 0.0008);
+    p.ObserveTarget(TargetLoad{true, 0.0023, 0.00036, 9, 16, {}}, 0.0008);
   }
   EXPECT_LE(p.Next(), 1);
   // The same pass costs with one session open: the latency chain decides.
-  for (int i = 0; i < 5; ++i) p.ObserveTarget(TargetLoad{true, 0.0023, 0.00036, 1, 1}, 0.0008);
+  for (int i = 0; i < 5; ++i) p.ObserveTarget(TargetLoad{true, 0.0023, 0.00036, 1, 1, {}}, 0.0008);
   EXPECT_GE(p.Next(), 2);
 }
 
@@ -233,6 +233,51 @@ TEST(KPolicyLoadAware, RisesAgainWhenTheLoadFalls) {
   EXPECT_GE(p.Next(), 3);
 }
 
+// Rounds of one session against a target whose report carries `table`:
+// 8 ms draft steps, acceptance 0.7.
+void FeedTable(KPolicy& p, const TargetLoad& load) {
+  for (int i = 0; i < 60; ++i) {
+    const int32_t k = 1 + i % 5;
+    p.Observe(k, static_cast<int32_t>(0.7 * k + 0.5), 0.008 * k, PassSeconds(load, k + 1) + 0.001);
+    p.ObserveTarget(load, 0.001);
+  }
+}
+
+TEST(KPolicyLoadAware, TiledTargetDraftsTheBlockItsTableMakesCheap) {
+  // The 1B Q8_0 target at 1 thread: 1 / 5 / 9 / 17 tokens cost 47 / 56 / 100
+  // / 166 ms; the line through them (40 ms + 7.5 ms per token) prices a
+  // 5-token pass at 78 ms. With the table K fills the 5-token block; with the
+  // line alone it stops at 2.
+  const TargetLoad table{true, 0.040, 0.0075, 1, 1, {{1, 0.047}, {5, 0.056}, {9, 0.100}, {17, 0.166}}};
+  TargetLoad line = table;
+  line.passes.clear();
+  KPolicy with_table = KPolicy::Adaptive(4), with_line = KPolicy::Adaptive(4);
+  FeedTable(with_table, table);
+  FeedTable(with_line, line);
+  EXPECT_GE(with_table.Next(), 3);
+  EXPECT_LE(with_table.Next(), 4);
+  EXPECT_LE(with_line.Next(), 2);
+}
+
+TEST(KPolicyLoadAware, TableThatDoublesWithWidthKeepsALoadedTargetPlain) {
+  // 16 sessions in every pass: 16 tokens cost 100 ms, 32 cost 200 ms. A line
+  // fitted mostly over narrower passes (80 ms + 1.5 ms per token) says a K 1
+  // round costs 28% more for 70% more tokens; the table says 100% more.
+  const TargetLoad table{true, 0.080, 0.0015, 16, 16, {{16, 0.100}, {32, 0.200}}};
+  TargetLoad line = table;
+  line.passes.clear();
+  KPolicy with_table = KPolicy::Adaptive(4), with_line = KPolicy::Adaptive(4);
+  for (KPolicy* p : {&with_table, &with_line}) {
+    for (int i = 0; i < 30; ++i) p->Observe(1, i % 10 < 7 ? 1 : 0, 0.005, 0.15);
+  }
+  for (int i = 0; i < 3; ++i) {
+    with_table.ObserveTarget(table, 0.001);
+    with_line.ObserveTarget(line, 0.001);
+  }
+  EXPECT_EQ(with_table.Next(), 0);
+  EXPECT_GE(with_line.Next(), 1);
+}
+
 TEST(KPolicyLoadAware, WithoutAReportKNeverFallsBelowOne) {
   KPolicy p = KPolicy::Adaptive(4);
   p.ObserveTarget(TargetLoad{}, 0.01);  // unknown: ignored
@@ -244,7 +289,7 @@ TEST(KPolicyLoadAware, WithoutAReportKNeverFallsBelowOne) {
 TEST(KPolicyLoadAware, ANewRequestStartsFromTheLoadOthersReported) {
   // Figures the ~1B target reported under 16 clients: compute-bound, every
   // session in every pass.
-  const TargetLoad saturated{true, 0.010, 0.025, 16, 16};
+  const TargetLoad saturated{true, 0.010, 0.025, 16, 16, {}};
   KPolicy fresh = KPolicy::Adaptive(4);
   EXPECT_EQ(fresh.Next(), 4);  // nothing known: the initial K
   fresh.ObserveTarget(saturated, 0.001);
@@ -253,7 +298,7 @@ TEST(KPolicyLoadAware, ANewRequestStartsFromTheLoadOthersReported) {
   // K (weights dominate): the load alone would draft 16, but the draft's
   // step cost is unknown before a round, so the first K stays the initial one.
   KPolicy idle = KPolicy::Adaptive(4);
-  idle.ObserveTarget(TargetLoad{true, 0.010, 0.00001, 1, 1}, 0.0001);
+  idle.ObserveTarget(TargetLoad{true, 0.010, 0.00001, 1, 1, {}}, 0.0001);
   EXPECT_EQ(idle.Next(), 4);
 }
 
@@ -262,8 +307,8 @@ TEST(TargetLoadBoard, KeepsTheLatestKnownReportWhileItIsFresh) {
   EXPECT_FALSE(board.Latest().has_value());
   board.Post(TargetLoad{}, 0.5);  // unknown: not posted
   EXPECT_FALSE(board.Latest().has_value());
-  board.Post(TargetLoad{true, 0.01, 0.02, 3, 7}, 0.004);
-  board.Post(TargetLoad{true, 0.01, 0.02, 4, 9}, 0.003);
+  board.Post(TargetLoad{true, 0.01, 0.02, 3, 7, {}}, 0.004);
+  board.Post(TargetLoad{true, 0.01, 0.02, 4, 9, {}}, 0.003);
   std::optional<TargetLoadBoard::Report> r = board.Latest();
   ASSERT_TRUE(r.has_value());
   EXPECT_EQ(r->load.active_sessions, 9);

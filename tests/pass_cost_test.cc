@@ -2,6 +2,8 @@
 // service reports with its verdicts.
 #include "rpc/pass_cost.h"
 
+#include <cmath>
+
 #include "gtest/gtest.h"
 
 namespace specserve::rpc {
@@ -55,6 +57,48 @@ TEST(PassCostModel, CostsStayNonNegativeOnNoise) {
   const TargetLoad l = m.Estimate();
   EXPECT_GE(l.seconds_per_token, 0.0);
   EXPECT_GE(l.fixed_seconds, 0.0);
+}
+
+TEST(PassCostModel, TablesEachWidthItsOwnMean) {
+  // Tiled kernels: 1..5 tokens cost nearly one pass, then a step per tile of
+  // 5, which no line fits.
+  PassCostModel m;
+  auto cost = [](int64_t t) { return 0.040 + 0.002 * t + 0.040 * ((t - 1) / 5); };
+  for (int i = 0; i < 300; ++i) {
+    const int64_t t = 1 + (i * 7) % 17;
+    m.Observe(t, 1, cost(t));
+  }
+  const TargetLoad l = m.Estimate();
+  ASSERT_EQ(l.passes.size(), 16u + 1u);  // 1..16 and the bucket holding 17
+  for (const PassCostPoint& p : l.passes) {
+    EXPECT_NEAR(p.seconds, cost(std::llround(p.tokens)), 1e-12) << p.tokens;
+    EXPECT_NEAR(PassSeconds(l, p.tokens), p.seconds, 1e-12);
+  }
+  // The line misprices both ends of the block; the table does not.
+  const double line5 = l.fixed_seconds + l.seconds_per_token * 5;
+  EXPECT_GT(std::abs(line5 - cost(5)) / cost(5), 0.1);
+}
+
+TEST(PassCostModel, WideWidthsShareBucketsAndTheTableNeverFalls) {
+  PassCostModel m;
+  m.Observe(100, 20, 0.30);
+  m.Observe(110, 22, 0.26);  // same bucket as 100 (25% apart): their mean
+  m.Observe(40, 8, 0.35);    // dearer than the wider bucket: noise
+  const TargetLoad l = m.Estimate();
+  ASSERT_EQ(l.passes.size(), 2u);
+  EXPECT_NEAR(l.passes[0].tokens, 40, 1e-12);
+  EXPECT_NEAR(l.passes[1].tokens, (100 * 0.9 + 110) / 1.9, 1e-9);
+  EXPECT_EQ(l.passes[1].seconds, 0.35);  // raised to the narrower width's cost
+}
+
+TEST(PassCostModel, ForgetsWidthsNotSeenForLong) {
+  PassCostModel m;
+  m.Observe(9, 1, 0.1);
+  for (int64_t i = 1; i < PassCostModel::kForgetPasses; ++i) m.Observe(2, 1, 0.05);
+  EXPECT_EQ(m.Estimate().passes.size(), 2u);
+  m.Observe(2, 1, 0.05);
+  ASSERT_EQ(m.Estimate().passes.size(), 1u);
+  EXPECT_EQ(m.Estimate().passes[0].tokens, 2);
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 // The proto conversions between the wire and the engine (rpc/proto_convert.h):
 // sparse distributions, proposals, session specs and the tokenizer carried in
 // model info.
+#include <cmath>
+
 #include <gtest/gtest.h>
 
 #include "common/spm_tokenizer.h"
@@ -108,6 +110,32 @@ TEST(ProtoConvertTest, ByteLevelBpeTokenizerTravelsToo) {
   EXPECT_EQ((*remote)->Encode(text, true), (*local)->Encode(text, true));
   // A SentencePiece target and this draft do not share a vocabulary.
   EXPECT_FALSE(CheckSameVocabulary(**remote, *BundledTokenizer()).ok());
+}
+
+TEST(ProtoConvertTest, TargetLoadTableRoundTripsAndBadTablesAreDropped) {
+  TargetLoad load{true, 0.04, 0.007, 3, 5, {{1, 0.047}, {5, 0.056}, {17, 0.166}}};
+  v1::TargetLoad wire;
+  rpc::TargetLoadToProto(load, &wire);
+  TargetLoad back = rpc::TargetLoadFromProto(wire);
+  EXPECT_TRUE(back.known);
+  EXPECT_EQ(back.fixed_seconds, 0.04);
+  EXPECT_EQ(back.active_sessions, 5);
+  ASSERT_EQ(back.passes.size(), 3u);
+  EXPECT_EQ(back.passes[2].tokens, 17);
+  EXPECT_EQ(back.passes[2].seconds, 0.166);
+  // Arrays of different lengths, widths out of order, a NaN: the table goes,
+  // the line stays.
+  v1::TargetLoad ragged = wire;
+  ragged.add_pass_tokens(20);
+  v1::TargetLoad unordered = wire;
+  unordered.set_pass_tokens(2, 3);
+  v1::TargetLoad nan = wire;
+  nan.set_pass_seconds(0, std::nan(""));
+  for (const v1::TargetLoad& bad : {ragged, unordered, nan}) {
+    TargetLoad l = rpc::TargetLoadFromProto(bad);
+    EXPECT_TRUE(l.passes.empty());
+    EXPECT_EQ(l.seconds_per_token, 0.007);
+  }
 }
 
 }  // namespace

@@ -1,0 +1,44 @@
+// What the target service reports about its load with every verdict
+// (rpc/pass_cost.h measures it; coordinator/k_policy.h reads it), and what a
+// batched pass of a given width costs by that report.
+//
+// A batched pass over T tokens (all its sessions' tokens together) costs
+//   table: the measured mean seconds of recent passes of about T tokens,
+//          linearly interpolated between the widths seen;
+//   line:  fixed_seconds + seconds_per_token * T, fitted over all of them,
+//          used where the table has nothing (no pass yet near T).
+// The table matters on a CPU with tiled kernels: a pass of 5 tokens can cost
+// 1.2x a 1-token pass and one of 17 tokens 3.5x, which no single line fits.
+#pragma once
+
+#include <vector>
+
+namespace specserve {
+
+// The mean cost of recent passes of about `tokens` tokens.
+struct PassCostPoint {
+  double tokens = 0;
+  double seconds = 0;
+};
+
+struct TargetLoad {
+  bool known = false;             // false: in process, or an older target
+  double fixed_seconds = 0;
+  double seconds_per_token = 0;
+  double sessions_per_pass = 0;
+  double active_sessions = 0;
+  std::vector<PassCostPoint> passes;  // by increasing tokens; may be empty
+};
+
+// Seconds of one batched pass over `tokens` tokens (> 0) by `load`:
+// - between two points of the table, the line through them;
+// - past its last point, that point's cost plus the line's per-token cost
+//   for the extra tokens, at least the last two points' slope, so a wide pass
+//   nobody measured costs at least what the measured ones suggest;
+// - below its first point, that point's cost scaled down along the line
+//   (never below the line's fixed cost);
+// - with no table, the line.
+// At least 1 ns: callers divide by it.
+double PassSeconds(const TargetLoad& load, double tokens);
+
+}  // namespace specserve
