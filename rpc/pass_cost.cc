@@ -9,8 +9,6 @@ namespace {
 // decoding, yet spans enough pass shapes (verify blocks of several K,
 // batches of several sizes) to separate the fixed and per-token costs.
 constexpr double kDecay = 0.98;
-// A width's own mean: ~10 of its passes.
-constexpr double kBucketDecay = 0.9;
 constexpr int64_t kExactWidths = 16;
 
 // Widths 1..16 are buckets 0..15; wider ones 16 + floor(log_1.25(T / 16)).
@@ -33,9 +31,10 @@ void PassCostModel::Observe(int64_t tokens, int64_t sessions, double seconds) {
   ss_ = ss_ * kDecay + static_cast<double>(sessions);
   ++passes_;
   Bucket& b = buckets_[BucketOf(tokens)];
-  b.w = b.w * kBucketDecay + 1;
-  b.tokens = b.tokens * kBucketDecay + x;
-  b.seconds = b.seconds * kBucketDecay + seconds;
+  const double age = std::pow(kAge, static_cast<double>(passes_ - b.last_pass));
+  b.w = b.w * age + 1;
+  b.tokens = b.tokens * age + x;
+  b.seconds = b.seconds * age + seconds;
   b.last_pass = passes_;
 }
 
@@ -56,8 +55,12 @@ TargetLoad PassCostModel::Estimate() const {
   load.fixed_seconds = std::max(0.0, my - slope * mx);
   load.sessions_per_pass = ss_ / sw_;
   for (const Bucket& b : buckets_) {
-    if (b.w == 0 || passes_ - b.last_pass >= kForgetPasses) continue;
-    PassCostPoint p{b.tokens / b.w, b.seconds / b.w};
+    if (b.w == 0) continue;
+    const double w = b.w * std::pow(kAge, static_cast<double>(passes_ - b.last_pass));
+    if (w < kForgetWeight) continue;
+    const double tokens = b.tokens / b.w;
+    const double line = load.fixed_seconds + load.seconds_per_token * tokens;
+    PassCostPoint p{tokens, (w * (b.seconds / b.w) + kPrior * line) / (w + kPrior)};
     if (!load.passes.empty()) p.seconds = std::max(p.seconds, load.passes.back().seconds);
     load.passes.push_back(p);
   }
