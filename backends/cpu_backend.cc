@@ -199,7 +199,7 @@ class CpuBackend final : public Backend {
 
   const Model& model_;
   const ModelConfig& c_;
-  // Int8 activations: the Q8_0 and Q4_K matrices packed for the int8 kernel.
+  // Int8 activations: the Q8_0, Q4_K and Q6_K matrices packed for the int8 kernel.
   std::unique_ptr<PackedWeights> packed_;
   const ModelWeights& w_;
   KvPool pool_;

@@ -25,7 +25,7 @@ namespace {
 
 struct Matrix {
   std::vector<uint8_t> bytes;
-  std::vector<uint8_t> packed;  // Q8_0 / Q4_K under int8 activations, as the CPU backend packs them
+  std::vector<uint8_t> packed;  // Q8_0 / Q4_K / Q6_K under int8 activations, as the CPU backend packs them
   MatrixView view;
 };
 

@@ -22,7 +22,7 @@ struct MatrixView {
   int64_t rows = 0;
   int64_t cols = 0;
   uint64_t row_bytes = 0;
-  // Q8_0 and Q4_K, when the CPU backend runs int8 activations: the same
+  // Q8_0, Q4_K and Q6_K, when the CPU backend runs int8 activations: the same
   // matrix repacked for the int8 kernel (kernels/cpu_matmul_packed.h), owned
   // by the backend; nullptr otherwise.
   const uint8_t* packed = nullptr;

@@ -34,7 +34,6 @@ namespace {
 using namespace int8_record;  // NOLINT: the record helpers shared with the portable kernel
 
 inline __m128i Load16(const uint8_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
-inline __m256i Load32(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
 
 // 16 lanes: the f16 h0 in lanes 0..7, h1 in lanes 8..15, as fp32.
 inline __m512 PairScale(uint16_t h0, uint16_t h1) {
@@ -43,26 +42,15 @@ inline __m512 PairScale(uint16_t h0, uint16_t h1) {
                                _mm512_castps128_ps512(f));
 }
 
-// Word shift counts: lo in the low 256 bits, hi in the high 256 bits.
-inline __m512i HalfShifts(int64_t lo, int64_t hi) {
-  const int64_t l = lo * 0x0001000100010001LL, h = hi * 0x0001000100010001LL;
-  return _mm512_set_epi64(h, h, h, h, l, l, l, l);
-}
-
 // A decoder hands out a row a pair (64 values) at a time: w, the 64 codes u
-// as unsigned bytes in value order, and sw, the 16 lanes' ws. Pairs come in
-// groups of kGroup (a K-quant super-block) sharing Prepare's state. Half()
-// decodes a lone last block (rows of 32 * odd values) with the second block's
-// codes and scales zero.
-struct Ungrouped {
-  static constexpr int kGroup = 1;
-  struct State {};
-  static void Prepare(const uint8_t*, int64_t, State&) {}
-};
-
+// as unsigned bytes in value order, and sw, the 16 lanes' ws. Half() decodes
+// a lone last block (rows of 32 * odd values) with the second block's codes
+// and scales zero. (Q5_0 is the one type left on this kernel: Q8_0, Q4_K and
+// Q6_K run the packed one, kernels/cpu_matmul_packed.h.)
+//
 // block_q5_0 { f16 d; u32 qh; u8 qs[16] }: element e < 16 is the low nibble
 // of qs[e], element 16 + e the high nibble of qs[e], bit e of qh the fifth bit.
-struct VQ5_0 : Ungrouped {
+struct VQ5_0 {
   static constexpr int kPairBytes = 44;
   static __m512i Codes(__m128i s0, __m128i s1, uint64_t qh) {
     const __m256i t = _mm256_inserti128_si256(_mm256_castsi128_si256(s0), s1, 1);
@@ -73,7 +61,7 @@ struct VQ5_0 : Ungrouped {
     const __m512i lo = _mm512_and_si512(_mm512_srlv_epi16(v, sh), _mm512_set1_epi8(0x0F));
     return _mm512_mask_add_epi8(lo, _cvtu64_mask64(qh), lo, _mm512_set1_epi8(0x10));
   }
-  static void Pair(const uint8_t* row, int64_t p, int, const State&, __m512i& w, __m512& sw) {
+  static void Pair(const uint8_t* row, int64_t p, __m512i& w, __m512& sw) {
     const uint8_t* b = row + 44 * p;
     uint32_t h0, h1;
     std::memcpy(&h0, b + 2, 4);
@@ -88,47 +76,6 @@ struct VQ5_0 : Ungrouped {
     w = Codes(Load16(b + 6), _mm_setzero_si128(), h0);
     sw = PairScale(U16(b), 0);
   }
-};
-
-// Permutation indices: lane l takes element 4k + l / 4 (Q6_K's ws per 16 values).
-alignas(64) constexpr int32_t kQuadIdx[4][16] = {
-    {0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3},
-    {4, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7},
-    {8, 8, 8, 8, 9, 9, 9, 9, 10, 10, 10, 10, 11, 11, 11, 11},
-    {12, 12, 12, 12, 13, 13, 13, 13, 14, 14, 14, 14, 15, 15, 15, 15}};
-
-inline __m512i LoadIdx(const int32_t* p) { return _mm512_load_si512(p); }
-
-// block_q6_K { u8 ql[128]; u8 qh[64]; i8 scales[16]; f16 d }: pair k = 2h +
-// r2 holds rows 2 r2 and 2 r2 + 1 of half h: nibble r2 of ql[64h .. 64h + 64),
-// bits 2 r (r = 2 r2 in the low 32 values, 2 r2 + 1 in the high) of
-// qh[32h .. 32h + 32) above it. Prepare stores d * scales[16].
-struct VQ6_K {
-  static constexpr int kGroup = 4;
-  static constexpr int kPairBytes = (210 + 3) / 4;
-  struct State {
-    alignas(64) float ds[16];
-    const uint8_t* b;
-  };
-  static void Prepare(const uint8_t* row, int64_t g, State& s) {
-    const uint8_t* b = row + g * 210;
-    const __m512 sc = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(Load16(b + 192)));
-    _mm512_store_ps(s.ds, _mm512_mul_ps(_mm512_set1_ps(F16ToF32(U16(b + 208))), sc));
-    s.b = b;
-  }
-  static void Pair(const uint8_t*, int64_t, int k, const State& s, __m512i& w, __m512& sw) {
-    const int h = k / 2, odd = k % 2;
-    __m512i ql = _mm512_loadu_si512(s.b + 64 * h);
-    if (odd) ql = _mm512_srli_epi16(ql, 4);
-    const __m512i lo = _mm512_and_si512(ql, _mm512_set1_epi8(0x0F));
-    const __m512i qh = _mm512_broadcast_i64x4(Load32(s.b + 128 + 32 * h));
-    // Bits 2r, 2r + 1 to bits 4, 5: r = 0, 1 shift left by 4, 2; r = 2, 3
-    // right by 0, 2 (16-bit shifts; the bits that cross bytes are masked off).
-    const __m512i hi = odd ? _mm512_srlv_epi16(qh, HalfShifts(0, 2)) : _mm512_sllv_epi16(qh, HalfShifts(4, 2));
-    w = _mm512_ternarylogic_epi32(lo, hi, _mm512_set1_epi8(0x30), 0xF8);  // lo | (hi & 0x30)
-    sw = _mm512_permutexvar_ps(LoadIdx(kQuadIdx[k]), _mm512_load_ps(s.ds));
-  }
-  static void Half(const uint8_t*, int64_t, __m512i&, __m512&) {}
 };
 
 // One pair of one token into one accumulator: the exact integer dot (the
@@ -159,38 +106,30 @@ void Tile(const uint8_t* const* rows, int nrows, const Int8Activations& a, int64
   const int64_t chunks = a.n / kBlock, full = chunks / 2;
   // Cache lines of `ahead` per pair.
   constexpr int kLines = (R * D::kPairBytes + 63) / 64;
-  for (int64_t p0 = 0; p0 < full; p0 += D::kGroup) {
-    typename D::State state[R];
-#pragma GCC unroll 32
-    for (int j = 0; j < R; ++j) D::Prepare(rows[j], p0 / D::kGroup, state[j]);
 #pragma GCC unroll 1
-    for (int k = 0; k < D::kGroup; ++k) {
-      const int64_t p = p0 + k;
-      if (ahead != nullptr) {
-        const char* pf = reinterpret_cast<const char*>(ahead) + 64 * kLines * p;
+  for (int64_t p = 0; p < full; ++p) {
+    if (ahead != nullptr) {
+      const char* pf = reinterpret_cast<const char*>(ahead) + 64 * kLines * p;
 #pragma GCC unroll 32
-        for (int l = 0; l < kLines; ++l) _mm_prefetch(pf + 64 * l, _MM_HINT_T1);
-      }
+      for (int l = 0; l < kLines; ++l) _mm_prefetch(pf + 64 * l, _MM_HINT_T1);
+    }
 #pragma GCC unroll 32
-      for (int j = 0; j < R; ++j) {
-        __m512i w;
-        __m512 sw;
-        D::Pair(rows[j], p, k, state[j], w, sw);
+    for (int j = 0; j < R; ++j) {
+      __m512i w;
+      __m512 sw;
+      D::Pair(rows[j], p, w, sw);
 #pragma GCC unroll 32
-        for (int t = 0; t < T; ++t) Step(w, sw, xs[t][p], acc[j][t]);
-      }
+      for (int t = 0; t < T; ++t) Step(w, sw, xs[t][p], acc[j][t]);
     }
   }
-  if constexpr (D::kGroup == 1) {
-    if (chunks % 2 != 0) {
+  if (chunks % 2 != 0) {
 #pragma GCC unroll 32
-      for (int j = 0; j < R; ++j) {
-        __m512i w;
-        __m512 sw;
-        D::Half(rows[j], chunks - 1, w, sw);
+    for (int j = 0; j < R; ++j) {
+      __m512i w;
+      __m512 sw;
+      D::Half(rows[j], chunks - 1, w, sw);
 #pragma GCC unroll 32
-        for (int t = 0; t < T; ++t) Step(w, sw, xs[t][full], acc[j][t]);
-      }
+      for (int t = 0; t < T; ++t) Step(w, sw, xs[t][full], acc[j][t]);
     }
   }
   // Every sum is reduced with constant indices (acc indexed by the run-time
@@ -252,7 +191,7 @@ template <class D>
 void Rows(const MatrixView& w, const Int8Activations& a, float* y, int64_t r0, int64_t r1) {
   // Tokens per group: 7, the integer dots starting from the T biases held in
   // registers (8 spilled: passes of 8-64 tokens 15-20% faster in groups of
-  // <= 7 on the former Q8_0 path, Q6_K 2-6%).
+  // <= 7 on the former Q8_0 path, the former 16-lane Q6_K 2-6%).
   constexpr int kGroupTokens = 7;
   const int64_t T = a.T;
   for (int64_t t0 = 0; t0 < T; t0 += kStreamTokens) {
@@ -323,12 +262,13 @@ void RowsVnni(const MatrixView& w, const Int8Activations& a, float* y, int64_t r
   switch (w.type) {
     case GgmlType::kQ8_0:
     case GgmlType::kQ4_K:
+    case GgmlType::kQ6_K:
       // Packed by the backend (kernels/cpu_matmul_packed.h); a view nobody
-      // packed runs the portable kernel: the same bits.
-      if (w.packed != nullptr) return MatMulPackedVnni(w, a, y, r0, r1);
+      // packed (or Q6_K on a CPU without VBMI) runs the portable kernel: the
+      // same bits.
+      if (w.packed != nullptr && PackedVnniRuns(w.type)) return MatMulPackedVnni(w, a, y, r0, r1);
       return MatMulInt8RowsPortable(w, a, y, r0, r1);
     case GgmlType::kQ5_0: return Rows<VQ5_0>(w, a, y, r0, r1);
-    case GgmlType::kQ6_K: return Rows<VQ6_K>(w, a, y, r0, r1);
     default: SPECSERVE_CHECK(false && "MatMulInt8Rows: unsupported type");
   }
 }

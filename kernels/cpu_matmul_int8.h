@@ -35,17 +35,28 @@
 //   acc = fma(float(i), ws_b * d_b, acc)            (ws * d: fp32 product)
 //   Q4_K only, then: acc = fma(-m1_b, ms_b, acc), ms_b = d_b * float(S_b)
 //   (fp32 product).
-//   y = acc. (The VNNI kernel reads the matrix repacked 16 rows at a time,
-//   kernels/cpu_matmul_packed.h, a row per lane: the float work is once per
-//   block; a matrix nobody packed runs the portable kernel.)
+//   y = acc.
 //
-// Q5_0 and Q6_K: a row is read 64 values (a "pair" of 32-value blocks) at a
+// Q6_K, per (row, token), from acc = +0, for each block b of 32 values in
+// order, with its two 16-value sub-blocks j0 = 2b, j1 = 2b + 1 (within the
+// super-block), their integer scales s0, s1 (scales[j], int8) and the
+// super-block's d (f16 -> fp32):
+//   i = s0 * (sum over j0 of u * q - 32 * S16_j0)
+//     + s1 * (sum over j1 of u * q - 32 * S16_j1)    (exact int32)
+//   acc = fma(float(i), d * d_b, acc)                (d * d_b: fp32 product)
+//   y = acc. (S16_j: the sum of q over sub-block j.)
+//
+// The VNNI kernel reads Q8_0, Q4_K and Q6_K matrices repacked 16 rows at a
+// time (kernels/cpu_matmul_packed.h), a row per lane: the float work is once
+// per block; a matrix nobody packed runs the portable kernel.
+//
+// Q5_0: a row is read 64 values (a "pair" of 32-value blocks) at a
 // time into 16 fp32 lanes; lane l of pair p covers values 64p + 4l .. 64p +
 // 4l + 3, lanes 0..7 the first block, 8..15 the second. Per (row, token),
 // starting from acc[16] = +0, for each pair p, for each lane l:
 //   i = sum over the lane's 4 values of u * q  -  o * S4[l]  (exact int32)
 //   acc[l] = fma(float(i), ws[l] * d[l], acc[l])   (ws * d: fp32 product)
-//   An odd last block (Q5_0 rows of 32 * odd values) is a pair whose
+//   An odd last block (rows of 32 * odd values) is a pair whose
 //   second block has u = 0, q = 0, ws = 0, d = 0 (its lanes get fma(0, 0, acc)).
 //   y = the 16 lanes summed as _mm512_reduce_add_ps does: a[i] = acc[i] +
 //   acc[i + 8], b[i] = a[i] + a[i + 4], y = (b[0] + b[2]) + (b[1] + b[3]).
@@ -56,8 +67,8 @@
 // Kernels: with AVX-512 F/BW/DQ/VL and VNNI (checked at run time;
 // SPECSERVE_CPU_KERNELS=avx2 turns AVX-512 off) tiles of up to 8 rows x 8
 // tokens keep every accumulator in a zmm register and read each weight pair
-// once per group of tokens (kernels/cpu_matmul_int8.cc; Q8_0 and Q4_K: 32-64
-// rows x up to 5 tokens, kernels/cpu_matmul_packed.cc). Elsewhere a portable
+// once per group of tokens (kernels/cpu_matmul_int8.cc, Q5_0; Q8_0, Q4_K and
+// Q6_K: 32-64 rows x up to 5 tokens, kernels/cpu_matmul_packed.cc). Elsewhere a portable
 // scalar kernel computes the same integers and the same float operations
 // (std::fma), so it gives the same bits, slowly
 // (kernels/cpu_matmul_int8_portable.cc).
@@ -93,9 +104,11 @@ struct Int8Activations {
   int64_t pairs = 0;   // ceil(n / 64) per token
   int64_t supers = 0;  // n / 256 per token (Q4_K only, else 0)
   int64_t blocks = 0;  // n / 32 per token (Q8_0 only, else 0)
+  int64_t subs = 0;    // n / 16 per token (Q6_K only, else 0)
   std::vector<Int8Pair> pair;        // [T][pairs]
   std::vector<Float16x> ms;          // [T][supers]: Q4_K's ms lanes (see above)
   std::vector<int32_t> block_bias;   // [T][blocks]: Q8_0's -128 * S per block
+  std::vector<int32_t> sub_bias;     // [T][subs]: Q6_K's -32 * S16 per 16 values
   const Int8Pair* token(int64_t t) const { return pair.data() + t * pairs; }
   const Float16x* token_ms(int64_t t) const { return ms.data() + t * supers; }
 };

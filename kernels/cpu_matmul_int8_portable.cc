@@ -37,7 +37,7 @@ float QuantizeBlockScalar(const float* x, int8_t* q) {
   return d;
 }
 
-// A row's codes u and per-lane scales ws (16 per pair), Q5_0 and Q6_K.
+// A row's codes u and per-lane scales ws (16 per pair), Q5_0.
 struct RowCodes {
   std::vector<uint8_t> u;
   std::vector<float> ws;
@@ -60,23 +60,6 @@ void DecodeRowCodes(GgmlType type, const uint8_t* row, int64_t n, RowCodes& rc) 
           rc.u[32 * c + j] = static_cast<uint8_t>(((b[6 + j % 16] >> (4 * (j / 16))) & 0xF) | (((qh >> j) & 1) << 4));
         }
         set_ws(32 * c, 32, F16ToF32(U16(b)));
-      }
-      break;
-    case GgmlType::kQ6_K:
-      for (int64_t g = 0; g < n / 256; ++g) {
-        const uint8_t* b = row + 210 * g;
-        const float d = F16ToF32(U16(b + 208));
-        for (int j = 0; j < 8; ++j) {
-          const int h = j / 4, r = j % 4;
-          for (int l = 0; l < 32; ++l) {
-            const int lo = (b[64 * h + 32 * (r % 2) + l] >> (4 * (r / 2))) & 0xF;
-            const int hi = (b[128 + 32 * h + l] >> (2 * r)) & 3;
-            rc.u[256 * g + 32 * j + l] = static_cast<uint8_t>(lo | (hi << 4));
-          }
-        }
-        for (int s = 0; s < 16; ++s) {
-          set_ws(256 * g + 16 * s, 16, d * static_cast<float>(static_cast<int8_t>(b[192 + s])));
-        }
       }
       break;
     default: SPECSERVE_CHECK(false && "DecodeRowCodes: unsupported type");
@@ -162,10 +145,47 @@ void MatMulQ4_KRowsPortable(const MatrixView& w, const Int8Activations& a, float
   }
 }
 
+// The Q6_K contract: per block of 32 values, the exact integer dots of its two
+// 16-value sub-blocks (from the bias -32 * S16) times their int8 scales,
+// summed, then one fma.
+void MatMulQ6_KRowsPortable(const MatrixView& w, const Int8Activations& a, float* y, int64_t r0, int64_t r1) {
+  const int64_t ns = w.cols / 256;
+  for (int64_t r = r0; r < r1; ++r) {
+    for (int64_t t = 0; t < a.T; ++t) {
+      const int32_t* bias = a.sub_bias.data() + t * a.subs;
+      float acc = 0.0f;
+      for (int64_t s = 0; s < ns; ++s) {
+        // block_q6_K { u8 ql[128]; u8 qh[64]; i8 scales[16]; f16 d }: block
+        // b = 4h + c takes value x's low 4 bits from ql[64h + 32 (c % 2) + x]
+        // nibble c / 2, its high 2 from qh[32h + x] bits 2c.
+        const uint8_t* blk = w.row(r) + 210 * s;
+        const float d = F16ToF32(U16(blk + 208));
+        for (int b = 0; b < 8; ++b) {
+          const int h = b / 4, c = b % 4;
+          const Int8Pair& x = a.token(t)[4 * s + b / 2];
+          int32_t i = 0;
+          for (int j = 0; j < 2; ++j) {
+            int32_t ij = bias[16 * s + 2 * b + j];
+            for (int v = 16 * j; v < 16 * j + 16; ++v) {
+              const int lo = (blk[64 * h + 32 * (c % 2) + v] >> (4 * (c / 2))) & 0xF;
+              const int hi = (blk[128 + 32 * h + v] >> (2 * c)) & 3;
+              ij += (lo | (hi << 4)) * x.q[32 * (b % 2) + v];
+            }
+            i += static_cast<int32_t>(static_cast<int8_t>(blk[192 + 2 * b + j])) * ij;
+          }
+          acc = std::fma(static_cast<float>(i), d * x.d[8 * (b % 2)], acc);
+        }
+      }
+      y[t * w.rows + r] = acc;
+    }
+  }
+}
+
 void MatMulInt8RowsPortable(const MatrixView& w, const Int8Activations& a, float* y, int64_t r0, int64_t r1) {
   SPECSERVE_CHECK(a.type == w.type && a.n == w.cols);
   if (w.type == GgmlType::kQ8_0) return MatMulQ8_0RowsPortable(w, a, y, r0, r1);
   if (w.type == GgmlType::kQ4_K) return MatMulQ4_KRowsPortable(w, a, y, r0, r1);
+  if (w.type == GgmlType::kQ6_K) return MatMulQ6_KRowsPortable(w, a, y, r0, r1);
   thread_local RowCodes rc;
   for (int64_t r = r0; r < r1; ++r) {
     DecodeRowCodes(w.type, w.row(r), w.cols, rc);

@@ -40,7 +40,9 @@ inline void Resize(GgmlType type, int64_t T, int64_t n, Int8Activations& out) {
   out.pairs = (n + kPair - 1) / kPair;
   out.supers = type == GgmlType::kQ4_K ? n / 256 : 0;
   out.blocks = type == GgmlType::kQ8_0 ? n / kBlock : 0;
+  out.subs = type == GgmlType::kQ6_K ? n / 16 : 0;
   if (out.block_bias.size() < static_cast<size_t>(T * out.blocks)) out.block_bias.resize(T * out.blocks);
+  if (out.sub_bias.size() < static_cast<size_t>(T * out.subs)) out.sub_bias.resize(T * out.subs);
   if (out.pair.size() < static_cast<size_t>(T * out.pairs)) out.pair.resize(T * out.pairs);
   if (out.ms.size() < static_cast<size_t>(T * out.supers)) out.ms.resize(T * out.supers);
 }
@@ -75,9 +77,9 @@ inline void ZeroBlock(Int8Pair& rec, int h) {
   }
 }
 
-// Q8_0: each block's bias, -128 * S, the sum of its 8 lanes' biases (for the
-// packed kernel, kernels/cpu_matmul_packed.h). Call after the pairs are
-// filled.
+// The packed kernels' biases (kernels/cpu_matmul_packed.h), sums of the
+// lanes' -o * S4: Q8_0's per block, -128 * S (8 lanes), Q6_K's per 16
+// values, -32 * S16 (4 lanes). Call after the pairs are filled.
 inline void SumBlockBiases(Int8Activations& out) {
   for (int64_t t = 0; t < out.T; ++t) {
     for (int64_t b = 0; b < out.blocks; ++b) {
@@ -85,6 +87,12 @@ inline void SumBlockBiases(Int8Activations& out) {
       int32_t s = 0;
       for (int l = 8 * (b % 2); l < 8 * (b % 2) + 8; ++l) s += rec.bias[l];
       out.block_bias[t * out.blocks + b] = s;
+    }
+    for (int64_t j = 0; j < out.subs; ++j) {
+      const Int8Pair& rec = out.pair[t * out.pairs + j / 4];
+      int32_t s = 0;
+      for (int l = 4 * (j % 4); l < 4 * (j % 4) + 4; ++l) s += rec.bias[l];
+      out.sub_bias[t * out.subs + j] = s;
     }
   }
 }

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "common/check.h"
+#include "common/fp16.h"
 #include "kernels/cpu_matmul_int8_record.h"
 
 namespace specserve::cpu {
@@ -59,22 +60,75 @@ void PackQ4_K(const MatrixView& w, uint8_t* out) {
   }
 }
 
+void PackQ6_K(const MatrixView& w, uint8_t* out) {
+  const int64_t ns = w.cols / 256;
+  for (int64_t g = 0; g < Groups(w.rows); ++g) {
+    for (int64_t s = 0; s < ns; ++s) {
+      uint8_t* dst = out + (g * ns + s) * kQ6_KPackedBytes;
+      std::memset(dst, 0, kQ6_KPackedBytes);  // rows past w.rows: all zero
+      for (int64_t l = 0; l < kPackedRows && g * kPackedRows + l < w.rows; ++l) {
+        // block_q6_K { u8 ql[128]; u8 qh[64]; i8 scales[16]; f16 d }: block
+        // b = 4h + r (h: half of 128 values) takes its low 4 bits from
+        // ql[64h + 32 (r % 2) + x] nibble r / 2, its high 2 from qh[32h + x]
+        // bits 2r.
+        const uint8_t* blk = w.row(g * kPackedRows + l) + 210 * s;
+        const float d = F16ToF32(int8_record::U16(blk + 208));
+        std::memcpy(dst + 4 * l, &d, 4);
+        for (int j = 0; j < 16; ++j) dst[64 + 16 * j + l] = blk[192 + j];
+        for (int b = 0; b < 8; ++b) {
+          const int h = b / 4, r = b % 4;
+          for (int x = 0; x < 32; ++x) {
+            const int lo = (blk[64 * h + 32 * (r % 2) + x] >> (4 * (r / 2))) & 0xF;
+            const int hi = (blk[128 + 32 * h + x] >> (2 * r)) & 3;
+            // Code m = 4l + x % 4 of chunk k = x / 4: bits 6 (m % 8) of the
+            // 48-bit little-endian word at byte 6 (m / 8) of the chunk.
+            const int m = 4 * static_cast<int>(l) + x % 4, bit = 6 * (m % 8);
+            uint8_t* word = dst + 320 + 384 * b + 48 * (x / 4) + 6 * (m / 8);
+            const int u = lo | (hi << 4);
+            word[bit / 8] |= static_cast<uint8_t>(u << (bit % 8));
+            if (bit % 8 > 2) word[bit / 8 + 1] |= static_cast<uint8_t>(u >> (8 - bit % 8));
+          }
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 
+bool PackedVnniRuns(GgmlType type) {
+  static const bool vbmi = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512vbmi") != 0;
+  }();
+  return UseVnniInt8MatMul() && (type != GgmlType::kQ6_K || vbmi);
+}
+
 bool PackableForInt8(const MatrixView& w) {
-  return (w.type == GgmlType::kQ8_0 && w.cols % 32 == 0) || (w.type == GgmlType::kQ4_K && w.cols % 256 == 0);
+  switch (w.type) {
+    case GgmlType::kQ8_0: return w.cols % 32 == 0;
+    case GgmlType::kQ4_K:
+    case GgmlType::kQ6_K: return w.cols % 256 == 0;
+    default: return false;
+  }
 }
 
 int64_t PackedBytes(const MatrixView& w) {
   SPECSERVE_CHECK(PackableForInt8(w));
-  return w.type == GgmlType::kQ8_0 ? Groups(w.rows) * (w.cols / 32) * kQ8_0PackedBytes
-                                   : Groups(w.rows) * (w.cols / 256) * kQ4_KPackedBytes;
+  switch (w.type) {
+    case GgmlType::kQ8_0: return Groups(w.rows) * (w.cols / 32) * kQ8_0PackedBytes;
+    case GgmlType::kQ4_K: return Groups(w.rows) * (w.cols / 256) * kQ4_KPackedBytes;
+    default: return Groups(w.rows) * (w.cols / 256) * kQ6_KPackedBytes;
+  }
 }
 
 void PackForInt8(const MatrixView& w, uint8_t* out) {
   SPECSERVE_CHECK(PackableForInt8(w));
-  if (w.type == GgmlType::kQ8_0) return PackQ8_0(w, out);
-  PackQ4_K(w, out);
+  switch (w.type) {
+    case GgmlType::kQ8_0: return PackQ8_0(w, out);
+    case GgmlType::kQ4_K: return PackQ4_K(w, out);
+    default: return PackQ6_K(w, out);
+  }
 }
 
 }  // namespace specserve::cpu
@@ -86,7 +140,7 @@ void PackForInt8(const MatrixView& w, uint8_t* out) {
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,avx512vnni,avx2,fma,f16c")
+#pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,avx512vnni,avx512vbmi,avx2,fma,f16c")
 
 namespace specserve::cpu {
 namespace {
@@ -128,6 +182,14 @@ inline void Store(const __m512 (&acc)[G][T], const __mmask16* masks, float* y, i
     for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + t * ldy + kPackedRows * g, masks[g], acc[g][t]);
 }
 
+// Groups per tile for token groups of up to T: enough rows that one token
+// keeps several dot chains going, and 2 G T accumulators within the 32 zmm
+// registers (a stand-alone prototype of the Q8_0 kernel on Zen 4, 8192 x 2304
+// from DRAM: 1 token 0.77 ms at G = 4, 5 tokens 0.99 ms at G = 2 and 1.24
+// at G = 1).
+constexpr int GroupsFor(int T) { return T <= 2 ? 4 : T == 3 ? 3 : 2; }
+constexpr int kMaxTokens = 5;  // per token group (Q8_0, Q4_K)
+
 // Q8_0: G groups of 16 rows times T tokens (t0 ..), every accumulator in a
 // zmm register. Per block, the T integer dots of each group start from the
 // token's bias -128 * S and take 8 vpdpbusd (4 values each, the token's 4
@@ -135,6 +197,8 @@ inline void Store(const __m512 (&acc)[G][T], const __mmask16* masks, float* y, i
 // grp[G]: each group's first block; masks[G]: the lanes (rows) to store.
 struct Q8_0Kernel {
   static constexpr int64_t kCols = 32, kBytes = kQ8_0PackedBytes;
+  static constexpr int kMaxTokens = cpu::kMaxTokens;
+  static constexpr int GroupsFor(int T) { return cpu::GroupsFor(T); }
   template <int G, int T>
   static void Tile(const uint8_t* const* grp, const __mmask16* masks, int64_t nb, const Int8Activations& a,
                    int64_t t0, float* y, int64_t ldy, const uint8_t* const* ahead) {
@@ -187,6 +251,8 @@ struct Q8_0Kernel {
 // with ms = d_x * S (the activations' Q4_K ms lanes).
 struct Q4_KKernel {
   static constexpr int64_t kCols = 256, kBytes = kQ4_KPackedBytes;
+  static constexpr int kMaxTokens = cpu::kMaxTokens;
+  static constexpr int GroupsFor(int T) { return cpu::GroupsFor(T); }
   template <int G, int T>
   static void Tile(const uint8_t* const* grp, const __mmask16* masks, int64_t ns, const Int8Activations& a,
                    int64_t t0, float* y, int64_t ldy, const uint8_t* const* ahead) {
@@ -251,6 +317,103 @@ struct Q4_KKernel {
   }
 };
 
+// 64 6-bit codes from 48 bytes (8 per 6 bytes, little-endian; the Q6_K
+// layout) to 64 bytes: vpermb spreads each 6 bytes over a qword, vpmultishiftqb
+// takes byte m of the qword from bit 6m, and 0x3F drops the neighbours' bits.
+// The masked load reads nothing past the 48 bytes.
+inline __m512i Unpack6(const uint8_t* p) {
+  const __m512i v = _mm512_maskz_loadu_epi8(0x0000FFFFFFFFFFFFull, p);
+  const __m512i spread = _mm512_permutexvar_epi8(
+      _mm512_set_epi64(0x2F2F2F2E2D2C2B2Aull, 0x2929292827262524ull, 0x2323232221201F1Eull, 0x1D1D1D1C1B1A1918ull,
+                       0x1717171615141312ull, 0x111111100F0E0D0Cull, 0x0B0B0B0A09080706ull, 0x0505050403020100ull),
+      v);
+  const __m512i fields = _mm512_multishift_epi64_epi8(_mm512_set1_epi64(0x2A241E18120C0600ull), spread);
+  return _mm512_and_si512(fields, _mm512_set1_epi8(0x3F));
+}
+
+// Q6_K: per block b of 32 values, the T integer dots of each group, one per
+// 16-value sub-block, start from the token's bias -32 * S16 and take 4
+// vpdpbusd each (the 6-bit codes unpacked to bytes, Unpack6); i = s0 * i0 +
+// s1 * i1 (the rows' int8 scales, vpmulld), then acc = fma(float(i), d *
+// d_x, acc). Tiles of 4 groups and token groups of at most 3, whatever the
+// pass: 2048 x 8192 from DRAM on the shared Zen 4 box, 5 tokens 1.33 ms in
+// groups of <= 5 (2 groups per tile), 1.09 in groups of <= 3 (4 groups per
+// tile; 3 groups 1.17-1.22, 2 groups 1.23-1.30): the wider tile's more
+// memory streams beat the spills it costs.
+struct Q6_KKernel {
+  static constexpr int64_t kCols = 256, kBytes = kQ6_KPackedBytes;
+  static constexpr int kMaxTokens = 3;
+  static constexpr int GroupsFor(int) { return 4; }
+  template <int G, int T>
+  static void Tile(const uint8_t* const* grp, const __mmask16* masks, int64_t ns, const Int8Activations& a,
+                   int64_t t0, float* y, int64_t ldy, const uint8_t* const* ahead) {
+    __m512 acc[G][T];
+    Zero<G, T>(acc);
+    const Int8Pair* xs[T];
+    const int32_t* bias[T];
+    for (int t = 0; t < T; ++t) {
+      xs[t] = a.token(t0 + t);
+      bias[t] = a.sub_bias.data() + (t0 + t) * a.subs;
+    }
+    for (int64_t s = 0; s < ns; ++s) {
+      const uint8_t* base[G];
+      __m512 d[G];
+#pragma GCC unroll 32
+      for (int g = 0; g < G; ++g) {
+        base[g] = grp[g] + kBytes * s;
+        d[g] = _mm512_loadu_ps(base[g]);
+      }
+#pragma GCC unroll 1
+      for (int b = 0; b < 8; ++b) {
+        Prefetch<G>(ahead, kBytes * s + kBytes * b / 8, kBytes * s + kBytes * (b + 1) / 8);
+        const int64_t pair = 4 * s + b / 2;
+        const int h = b & 1;
+        __m512i ia[G][T];
+#pragma GCC unroll 2
+        for (int j = 0; j < 2; ++j) {
+          __m512i ij[G][T];
+#pragma GCC unroll 32
+          for (int t = 0; t < T; ++t) {
+            const __m512i bi = _mm512_set1_epi32(bias[t][16 * s + 2 * b + j]);
+#pragma GCC unroll 32
+            for (int g = 0; g < G; ++g) ij[g][t] = bi;
+          }
+#pragma GCC unroll 4
+          for (int k = 4 * j; k < 4 * j + 4; ++k) {
+#pragma GCC unroll 32
+            for (int g = 0; g < G; ++g) {
+              const __m512i w = Unpack6(base[g] + 320 + 384 * b + 48 * k);
+#pragma GCC unroll 32
+              for (int t = 0; t < T; ++t) {
+                ij[g][t] = _mm512_dpbusd_epi32(ij[g][t], w, Broadcast4(xs[t][pair].q + 32 * h + 4 * k));
+              }
+            }
+          }
+#pragma GCC unroll 32
+          for (int g = 0; g < G; ++g) {
+            const __m512i sc = _mm512_cvtepi8_epi32(
+                _mm_loadu_si128(reinterpret_cast<const __m128i*>(base[g] + 64 + 16 * (2 * b + j))));
+#pragma GCC unroll 32
+            for (int t = 0; t < T; ++t) {
+              const __m512i p = _mm512_mullo_epi32(ij[g][t], sc);
+              ia[g][t] = j == 0 ? p : _mm512_add_epi32(ia[g][t], p);
+            }
+          }
+        }
+#pragma GCC unroll 32
+        for (int g = 0; g < G; ++g) {
+#pragma GCC unroll 32
+          for (int t = 0; t < T; ++t) {
+            const __m512 sx = _mm512_mul_ps(d[g], _mm512_set1_ps(xs[t][pair].d[8 * h]));
+            acc[g][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[g][t]), sx, acc[g][t]);
+          }
+        }
+      }
+    }
+    Store<G, T>(acc, masks, y, ldy);
+  }
+};
+
 template <class K, int G>
 void TileOf(int T, const uint8_t* const* grp, const __mmask16* masks, int64_t nb, const Int8Activations& a,
             int64_t t0, float* y, int64_t ldy, const uint8_t* const* ahead) {
@@ -263,13 +426,6 @@ void TileOf(int T, const uint8_t* const* grp, const __mmask16* masks, int64_t nb
   }
 }
 
-// Groups per tile for token groups of up to T: enough rows that one token
-// keeps several dot chains going, and 2 G T accumulators within the 32 zmm
-// registers (a stand-alone prototype of the Q8_0 kernel on Zen 4, 8192 x 2304
-// from DRAM: 1 token 0.77 ms at G = 4, 5 tokens 0.99 ms at G = 2 and 1.24
-// at G = 1).
-constexpr int GroupsFor(int T) { return T <= 2 ? 4 : T == 3 ? 3 : 2; }
-constexpr int kMaxTokens = 5;  // per token group
 // The row tile stays in L2 while every token group of a stream reads it; the
 // weights come from memory once per kStreamTokens tokens.
 constexpr int64_t kStreamTokens = 20;
@@ -310,11 +466,11 @@ void Rows(const MatrixView& w, const Int8Activations& a, float* y, int64_t r0, i
 
 template <class K>
 void Run(const MatrixView& w, const Int8Activations& a, float* y, int64_t r0, int64_t r1) {
-  // Token groups as even as possible, each of at most kMaxTokens.
+  // Token groups as even as possible, each of at most K::kMaxTokens.
   const int64_t first = std::min<int64_t>(kStreamTokens, a.T);
-  const int64_t parts = (first + kMaxTokens - 1) / kMaxTokens;
+  const int64_t parts = (first + K::kMaxTokens - 1) / K::kMaxTokens;
   const int tokens = static_cast<int>((first + parts - 1) / parts);
-  switch (GroupsFor(tokens)) {
+  switch (K::GroupsFor(tokens)) {
     case 4: return Rows<K, 4>(w, a, y, r0, r1, tokens);
     case 3: return Rows<K, 3>(w, a, y, r0, r1, tokens);
     default: return Rows<K, 2>(w, a, y, r0, r1, tokens);
@@ -324,10 +480,14 @@ void Run(const MatrixView& w, const Int8Activations& a, float* y, int64_t r0, in
 }  // namespace
 
 void MatMulPackedVnni(const MatrixView& w, const Int8Activations& a, float* y, int64_t r0, int64_t r1) {
-  SPECSERVE_CHECK(w.packed != nullptr && PackableForInt8(w) && a.type == w.type && a.n == w.cols);
+  SPECSERVE_CHECK(w.packed != nullptr && PackableForInt8(w) && PackedVnniRuns(w.type) && a.type == w.type &&
+                  a.n == w.cols);
   if (a.T == 0 || r0 >= r1) return;
-  if (w.type == GgmlType::kQ8_0) return Run<Q8_0Kernel>(w, a, y, r0, r1);
-  Run<Q4_KKernel>(w, a, y, r0, r1);
+  switch (w.type) {
+    case GgmlType::kQ8_0: return Run<Q8_0Kernel>(w, a, y, r0, r1);
+    case GgmlType::kQ4_K: return Run<Q4_KKernel>(w, a, y, r0, r1);
+    default: return Run<Q6_KKernel>(w, a, y, r0, r1);
+  }
 }
 
 }  // namespace specserve::cpu

@@ -1,4 +1,4 @@
-// Q8_0 and Q4_K weights repacked for the int8 kernel: 16 rows interleaved so
+// Q8_0, Q4_K and Q6_K weights repacked for the int8 kernel: 16 rows interleaved so
 // that one zmm register holds 4 consecutive codes of each of 16 rows, and one
 // vpdpbusd against a token's 4 activations (broadcast) advances all 16 rows'
 // integer dot products. A row's block dot is then whole in one lane, so the
@@ -22,7 +22,19 @@
 //   u8  q[4][8][16][4]    q[p][k][l][j]: low nibble value 32 (2p) + 4k + j of
 //                         row l, high nibble value 32 (2p + 1) + 4k + j
 //
-// Numerics: kernels/cpu_matmul_int8.h (the Q8_0 and Q4_K contracts).
+// Q6_K, per super-block s of 256 columns, kQ6_KPackedBytes bytes:
+//   f32 d[16]             the 16 rows' super-block scales (f16 -> fp32)
+//   i8  sc[16][16]        sc[j][l]: the scale of sub-block j (16 values), row l
+//   u8  u[8][8][48]       u[b][k]: the 64 6-bit codes (0..63) c[4l + j] =
+//                         value 32b + 4k + j of row l, 8 per 6 bytes: c[m]
+//                         at bits 6 (m % 8) of the little-endian 48-bit word
+//                         at byte 6 (m / 8). 212 bytes per row and 256
+//                         values (the file's 210); the kernel unpacks a chunk
+//                         to 64 bytes in 3 instructions. (One byte per code,
+//                         276 bytes, needed no unpacking but was 15-20%
+//                         slower for one token, reading 31% more.)
+//
+// Numerics: kernels/cpu_matmul_int8.h (the Q8_0, Q4_K and Q6_K contracts).
 #pragma once
 
 #include <cstdint>
@@ -35,8 +47,9 @@ namespace specserve::cpu {
 constexpr int64_t kPackedRows = 16;
 constexpr int64_t kQ8_0PackedBytes = 32 + 8 * 64;
 constexpr int64_t kQ4_KPackedBytes = 64 + 2 * 128 + 4 * 8 * 64;
+constexpr int64_t kQ6_KPackedBytes = 64 + 256 + 8 * 8 * 48;  // 3392, 53 cache lines
 
-// True for the types PackForInt8 takes (Q8_0, Q4_K) when w.cols fits them.
+// True for the types PackForInt8 takes (Q8_0, Q4_K, Q6_K) when w.cols fits them.
 bool PackableForInt8(const MatrixView& w);
 
 // Bytes PackForInt8 writes for w.
@@ -46,8 +59,14 @@ int64_t PackedBytes(const MatrixView& w);
 // Portable code; out needs no alignment.
 void PackForInt8(const MatrixView& w, uint8_t* out);
 
-// y[t, r] for r in [r0, r1) from w.packed (AVX-512 VNNI; only call when
-// UseVnniInt8MatMul()). r0 and r1 need not be multiples of 16.
+// True when MatMulPackedVnni runs w's type on this CPU: UseVnniInt8MatMul(),
+// and for Q6_K (whose kernel unpacks 6-bit codes with vpermb and
+// vpmultishiftqb) AVX-512 VBMI too. Elsewhere the portable kernel runs it
+// (the same bits) and the backend leaves it unpacked.
+bool PackedVnniRuns(GgmlType type);
+
+// y[t, r] for r in [r0, r1) from w.packed (only call when
+// PackedVnniRuns(w.type)). r0 and r1 need not be multiples of 16.
 void MatMulPackedVnni(const MatrixView& w, const Int8Activations& a, float* y, int64_t r0, int64_t r1);
 
 }  // namespace specserve::cpu

@@ -30,11 +30,11 @@ namespace {
 
 struct Matrix {
   std::vector<uint8_t> bytes;
-  std::vector<uint8_t> packed;  // Q8_0 / Q4_K: as the CPU backend packs them
+  std::vector<uint8_t> packed;  // Q8_0 / Q4_K / Q6_K: as the CPU backend packs them
   MatrixView view;
 };
 
-// Q8_0 and Q4_K views are packed, as the CPU backend does under int8
+// Q8_0, Q4_K and Q6_K views are packed, as the CPU backend does under int8
 // activations.
 void PackIfPackable(Matrix& m) {
   if (!cpu::PackableForInt8(m.view)) return;
@@ -147,6 +147,8 @@ struct RefRow {
   int o = 0;              // offset
   std::vector<float> ws;  // [n] float scale of each value
   std::vector<float> m1;  // [n / 32] Q4_K mins
+  std::vector<int> sc16;  // [n / 16] Q6_K integer scales
+  std::vector<float> d256;  // [n / 256] Q6_K super-block scales
 };
 
 int ScaleMin(int j, const uint8_t* s, bool min) {
@@ -166,6 +168,8 @@ RefRow RefDecode(GgmlType type, const uint8_t* row, int64_t n) {
   rr.u.resize(n);
   rr.ws.resize(n);
   rr.m1.assign(n / 32, 0.f);
+  rr.sc16.assign(n / 16, 0);
+  rr.d256.assign(n / 256, 0.f);
   for (int64_t i = 0; i < n; ++i) {
     switch (type) {
       case GgmlType::kQ8_0: {
@@ -209,6 +213,8 @@ RefRow RefDecode(GgmlType type, const uint8_t* row, int64_t n) {
         rr.u[i] = lo | (((qh[l] >> (2 * r)) & 3) << 4);
         rr.o = 32;
         rr.ws[i] = Half(b + 208) * static_cast<float>(static_cast<int8_t>(b[192 + v / 16]));
+        rr.sc16[i / 16] = static_cast<int8_t>(b[192 + v / 16]);
+        rr.d256[i / 256] = Half(b + 208);
         break;
       }
       default: ADD_FAILURE();
@@ -230,6 +236,22 @@ float RefDot(GgmlType type, const RefRow& w, const RefToken& x, int64_t n) {
       }
       acc = std::fma(static_cast<float>(i), w.ws[32 * b] * x.d[b], acc);
       acc = std::fma(-w.m1[b], x.d[b] * static_cast<float>(sum), acc);
+    }
+    return acc;
+  }
+  if (type == GgmlType::kQ6_K) {
+    // One accumulator; per block the integer dots of its two 16-value
+    // sub-blocks times their integer scales (exact), then one fma with the
+    // super-block's d times the block's d_x.
+    float acc = 0.f;
+    for (int64_t b = 0; b < n / 32; ++b) {
+      int32_t i = 0;
+      for (int64_t sub = 2 * b; sub < 2 * b + 2; ++sub) {
+        int32_t dot = 0;
+        for (int64_t v = 16 * sub; v < 16 * sub + 16; ++v) dot += (w.u[v] - w.o) * x.q[v];
+        i += w.sc16[sub] * dot;
+      }
+      acc = std::fma(static_cast<float>(i), w.d256[b / 8] * x.d[b], acc);
     }
     return acc;
   }
@@ -478,6 +500,8 @@ TEST_P(MatMulInt8Test, PortableKernelsGiveTheSameBits) {
     ASSERT_EQ(std::memcmp(a.pair[i].d, b.pair[i].d, 64), 0) << "pair " << i;
   }
   for (int64_t i = 0; i < kT * a.supers; ++i) ASSERT_EQ(std::memcmp(a.ms[i].v, b.ms[i].v, 64), 0) << "super " << i;
+  ASSERT_EQ(a.subs, b.subs);
+  for (int64_t i = 0; i < kT * a.subs; ++i) ASSERT_EQ(a.sub_bias[i], b.sub_bias[i]) << "sub-block " << i;
   std::vector<float> y(kT * kRows), z(kT * kRows);
   cpu::MatMulInt8Rows(w.view, a, y.data(), 0, kRows);
   cpu::MatMulInt8RowsPortable(w.view, b, z.data(), 0, kRows);
