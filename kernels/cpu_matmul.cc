@@ -10,6 +10,7 @@
 #include "common/fp16.h"
 #include "kernels/cpu_matmul_avx512.h"
 #include "kernels/cpu_matmul_int8.h"
+#include "kernels/cpu_matmul_packed.h"
 #include "kernels/cpu_quant_dot.h"
 
 namespace specserve {
@@ -179,12 +180,19 @@ void MatMulRows(const MatrixView& w, const float* x, int64_t T, float* y, int64_
   }
 }
 
+// Q6_K on a CPU with VNNI but without VBMI (Cascade Lake): the packed kernel
+// cannot run and the int8 path would be the portable scalar kernel, so the
+// fp32 AVX-512 kernel takes it (its own batch-invariant order).
+bool Q6_KWithoutPackedKernel(const MatrixView& w) {
+  return w.type == GgmlType::kQ6_K && cpu::UseVnniInt8MatMul() && !cpu::PackedVnniRuns(w.type);
+}
+
 }  // namespace
 
 void MatMul(const MatrixView& w, const float* x, int64_t T, float* y, ThreadPool& pool,
             MatMulActivations activations) {
   const int64_t tiles = (w.rows + kTile - 1) / kTile;
-  if (activations == MatMulActivations::kInt8 && cpu::Int8MatMulSupports(w)) {
+  if (activations == MatMulActivations::kInt8 && cpu::Int8MatMulSupports(w) && !Q6_KWithoutPackedKernel(w)) {
     // x is quantized once, here, and read by every thread (kernels/cpu_matmul_int8.h).
     // (The lambda takes a reference: naming the thread_local in it would
     // name each worker's own, empty one.)

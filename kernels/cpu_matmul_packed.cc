@@ -156,16 +156,6 @@ inline __m512i Broadcast4(const int8_t* p) {
   std::memcpy(&x4, p, 4);
   return _mm512_set1_epi32(x4);
 }
-// The next tile's bytes [lo, hi) of each group into L2.
-template <int G>
-inline void Prefetch(const uint8_t* const* ahead, int64_t lo, int64_t hi) {
-  if (ahead == nullptr) return;
-#pragma GCC unroll 32
-  for (int g = 0; g < G; ++g) {
-    for (int64_t off = lo; off < hi; off += 64) _mm_prefetch(reinterpret_cast<const char*>(ahead[g] + off), _MM_HINT_T1);
-  }
-}
-
 template <int G, int T>
 inline void Zero(__m512 (&acc)[G][T]) {
 #pragma GCC unroll 32
@@ -182,13 +172,16 @@ inline void Store(const __m512 (&acc)[G][T], const __mmask16* masks, float* y, i
     for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + t * ldy + kPackedRows * g, masks[g], acc[g][t]);
 }
 
-// Groups per tile for token groups of up to T: enough rows that one token
-// keeps several dot chains going, and 2 G T accumulators within the 32 zmm
-// registers (a stand-alone prototype of the Q8_0 kernel on Zen 4, 8192 x 2304
-// from DRAM: 1 token 0.77 ms at G = 4, 5 tokens 0.99 ms at G = 2 and 1.24
-// at G = 1).
-constexpr int GroupsFor(int T) { return T <= 2 ? 4 : T == 3 ? 3 : 2; }
-constexpr int kMaxTokens = 5;  // per token group (Q8_0, Q4_K)
+// Tiles of 4 groups (64 rows) x token groups of up to 3, for every type: 2 G T
+// accumulators within the 32 zmm registers (Q4_K and Q6_K spill a few), and
+// the wider tile keeps more memory streams going. Measured on Zen 4 with
+// specserve-kernel-bench, 8192 x 2304, 1 thread, 5 / 9 tokens: Q8_0 1.73 /
+// 2.08 ms in tiles of 2 groups x 5 tokens, 1.33-1.44 / 1.74-1.88 in these;
+// Q4_K 1.46 / 1.87 -> 1.20-1.23 / 1.57-1.59 (Q6_K: 1.33 -> 1.09 ms at 5
+// tokens on 2048 x 8192). Prefetching the next tile into L2 (which helped
+// tiles of 2 groups x 5 tokens) made no difference here and is gone.
+constexpr int kTileGroups = 4;
+constexpr int kMaxTokens = 3;  // per token group
 
 // Q8_0: G groups of 16 rows times T tokens (t0 ..), every accumulator in a
 // zmm register. Per block, the T integer dots of each group start from the
@@ -197,11 +190,9 @@ constexpr int kMaxTokens = 5;  // per token group (Q8_0, Q4_K)
 // grp[G]: each group's first block; masks[G]: the lanes (rows) to store.
 struct Q8_0Kernel {
   static constexpr int64_t kCols = 32, kBytes = kQ8_0PackedBytes;
-  static constexpr int kMaxTokens = cpu::kMaxTokens;
-  static constexpr int GroupsFor(int T) { return cpu::GroupsFor(T); }
   template <int G, int T>
   static void Tile(const uint8_t* const* grp, const __mmask16* masks, int64_t nb, const Int8Activations& a,
-                   int64_t t0, float* y, int64_t ldy, const uint8_t* const* ahead) {
+                   int64_t t0, float* y, int64_t ldy) {
     __m512 acc[G][T];
     Zero<G, T>(acc);
     const Int8Pair* xs[T];
@@ -212,7 +203,6 @@ struct Q8_0Kernel {
     }
     for (int64_t b = 0; b < nb; ++b) {
       const int h = static_cast<int>(b & 1);
-      Prefetch<G>(ahead, kBytes * b, kBytes * (b + 1));
       __m512i ia[G][T];
 #pragma GCC unroll 32
       for (int t = 0; t < T; ++t) {
@@ -251,11 +241,9 @@ struct Q8_0Kernel {
 // with ms = d_x * S (the activations' Q4_K ms lanes).
 struct Q4_KKernel {
   static constexpr int64_t kCols = 256, kBytes = kQ4_KPackedBytes;
-  static constexpr int kMaxTokens = cpu::kMaxTokens;
-  static constexpr int GroupsFor(int T) { return cpu::GroupsFor(T); }
   template <int G, int T>
   static void Tile(const uint8_t* const* grp, const __mmask16* masks, int64_t ns, const Int8Activations& a,
-                   int64_t t0, float* y, int64_t ldy, const uint8_t* const* ahead) {
+                   int64_t t0, float* y, int64_t ldy) {
     __m512 acc[G][T];
     Zero<G, T>(acc);
     const Int8Pair* xs[T];
@@ -276,7 +264,6 @@ struct Q4_KKernel {
       }
 #pragma GCC unroll 1
       for (int p = 0; p < 4; ++p) {
-        Prefetch<G>(ahead, kBytes * s + kBytes * p / 4, kBytes * s + kBytes * (p + 1) / 4);
         const int64_t pair = 4 * s + p;
 #pragma GCC unroll 2
         for (int h = 0; h < 2; ++h) {
@@ -335,18 +322,14 @@ inline __m512i Unpack6(const uint8_t* p) {
 // 16-value sub-block, start from the token's bias -32 * S16 and take 4
 // vpdpbusd each (the 6-bit codes unpacked to bytes, Unpack6); i = s0 * i0 +
 // s1 * i1 (the rows' int8 scales, vpmulld), then acc = fma(float(i), d *
-// d_x, acc). Tiles of 4 groups and token groups of at most 3, whatever the
-// pass: 2048 x 8192 from DRAM on the shared Zen 4 box, 5 tokens 1.33 ms in
-// groups of <= 5 (2 groups per tile), 1.09 in groups of <= 3 (4 groups per
-// tile; 3 groups 1.17-1.22, 2 groups 1.23-1.30): the wider tile's more
-// memory streams beat the spills it costs.
+// d_x, acc). (Tiles: kTileGroups above; for Q6_K, 2048 x 8192, 5 tokens:
+// 1.33 ms in tiles of 2 groups x 5 tokens, 1.09 in 4 x 3, 1.17-1.22 in 3 x
+// 3, 1.23-1.30 in 2 x 3.)
 struct Q6_KKernel {
   static constexpr int64_t kCols = 256, kBytes = kQ6_KPackedBytes;
-  static constexpr int kMaxTokens = 3;
-  static constexpr int GroupsFor(int) { return 4; }
   template <int G, int T>
   static void Tile(const uint8_t* const* grp, const __mmask16* masks, int64_t ns, const Int8Activations& a,
-                   int64_t t0, float* y, int64_t ldy, const uint8_t* const* ahead) {
+                   int64_t t0, float* y, int64_t ldy) {
     __m512 acc[G][T];
     Zero<G, T>(acc);
     const Int8Pair* xs[T];
@@ -365,7 +348,6 @@ struct Q6_KKernel {
       }
 #pragma GCC unroll 1
       for (int b = 0; b < 8; ++b) {
-        Prefetch<G>(ahead, kBytes * s + kBytes * b / 8, kBytes * s + kBytes * (b + 1) / 8);
         const int64_t pair = 4 * s + b / 2;
         const int h = b & 1;
         __m512i ia[G][T];
@@ -416,13 +398,11 @@ struct Q6_KKernel {
 
 template <class K, int G>
 void TileOf(int T, const uint8_t* const* grp, const __mmask16* masks, int64_t nb, const Int8Activations& a,
-            int64_t t0, float* y, int64_t ldy, const uint8_t* const* ahead) {
+            int64_t t0, float* y, int64_t ldy) {
   switch (T) {
-    case 1: return K::template Tile<G, 1>(grp, masks, nb, a, t0, y, ldy, ahead);
-    case 2: return K::template Tile<G, 2>(grp, masks, nb, a, t0, y, ldy, ahead);
-    case 3: return K::template Tile<G, 3>(grp, masks, nb, a, t0, y, ldy, ahead);
-    case 4: return K::template Tile<G, 4>(grp, masks, nb, a, t0, y, ldy, ahead);
-    default: return K::template Tile<G, 5>(grp, masks, nb, a, t0, y, ldy, ahead);
+    case 1: return K::template Tile<G, 1>(grp, masks, nb, a, t0, y, ldy);
+    case 2: return K::template Tile<G, 2>(grp, masks, nb, a, t0, y, ldy);
+    default: return K::template Tile<G, 3>(grp, masks, nb, a, t0, y, ldy);
   }
 }
 
@@ -439,7 +419,6 @@ void Rows(const MatrixView& w, const Int8Activations& a, float* y, int64_t r0, i
     const int parts = (nt + tokens - 1) / tokens;
     for (int64_t g = g0; g < g1; g += G) {
       const uint8_t* grp[G];
-      const uint8_t* next[G];
       __mmask16 masks[G];
       for (int j = 0; j < G; ++j) {
         const int64_t gj = g + j < g1 ? g + j : g;  // a short last tile repeats its first group, stores nothing
@@ -447,17 +426,10 @@ void Rows(const MatrixView& w, const Int8Activations& a, float* y, int64_t r0, i
         const int64_t lo = std::max<int64_t>(r0, gj * kPackedRows) - gj * kPackedRows;
         const int64_t hi = std::min<int64_t>(r1, (gj + 1) * kPackedRows) - gj * kPackedRows;
         masks[j] = g + j < g1 ? static_cast<__mmask16>(((1u << hi) - 1) & ~((1u << lo) - 1)) : 0;
-        next[j] = w.packed + std::min(g + G + j, g1 - 1) * group_bytes;
       }
-      // Tiles of 2 groups (4 and more tokens): the first token group, which
-      // reads the tile from memory, prefetches the next tile into L2 as it
-      // goes (Q8_0 8192 x 2304 from DRAM, Zen 4: 4 tokens 1.47 -> 1.13 ms,
-      // 17 tokens 2.99 -> 2.61); wider tiles of 1-3 tokens keep up without.
-      const bool prefetch = G == 2 && g + G < g1;
       for (int p = 0, t = 0; p < parts; ++p) {
         const int size = (nt - t) / (parts - p);
-        TileOf<K, G>(size, grp, masks, nb, a, t0 + t, y + (t0 + t) * w.rows + g * kPackedRows, w.rows,
-                     prefetch && p == 0 ? next : nullptr);
+        TileOf<K, G>(size, grp, masks, nb, a, t0 + t, y + (t0 + t) * w.rows + g * kPackedRows, w.rows);
         t += size;
       }
     }
@@ -466,15 +438,11 @@ void Rows(const MatrixView& w, const Int8Activations& a, float* y, int64_t r0, i
 
 template <class K>
 void Run(const MatrixView& w, const Int8Activations& a, float* y, int64_t r0, int64_t r1) {
-  // Token groups as even as possible, each of at most K::kMaxTokens.
+  // Token groups as even as possible, each of at most kMaxTokens.
   const int64_t first = std::min<int64_t>(kStreamTokens, a.T);
-  const int64_t parts = (first + K::kMaxTokens - 1) / K::kMaxTokens;
+  const int64_t parts = (first + kMaxTokens - 1) / kMaxTokens;
   const int tokens = static_cast<int>((first + parts - 1) / parts);
-  switch (K::GroupsFor(tokens)) {
-    case 4: return Rows<K, 4>(w, a, y, r0, r1, tokens);
-    case 3: return Rows<K, 3>(w, a, y, r0, r1, tokens);
-    default: return Rows<K, 2>(w, a, y, r0, r1, tokens);
-  }
+  Rows<K, kTileGroups>(w, a, y, r0, r1, tokens);
 }
 
 }  // namespace
