@@ -244,8 +244,8 @@ void FeedTable(KPolicy& p, const TargetLoad& load) {
 }
 
 TEST(KPolicyLoadAware, TiledTargetDraftsTheBlockItsTableMakesCheap) {
-  // The 1B Q8_0 target at 1 thread: 1 / 5 / 9 / 17 tokens cost 47 / 56 / 100
-  // / 166 ms; the line through them (40 ms + 7.5 ms per token) prices a
+  // A staircase (the kind of costs tiled kernels give): 1 / 5 / 9 / 17
+  // tokens cost 47 / 56 / 100 / 166 ms; the line through them (40 ms + 7.5 ms per token) prices a
   // 5-token pass at 78 ms. With the table K fills the 5-token block; with the
   // line alone it stops at 2.
   const TargetLoad table{true, 0.040, 0.0075, 1, 1, {{1, 0.047}, {5, 0.056}, {9, 0.100}, {17, 0.166}}};
