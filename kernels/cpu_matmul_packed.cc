@@ -14,84 +14,79 @@ namespace {
 
 int64_t Groups(int64_t rows) { return (rows + kPackedRows - 1) / kPackedRows; }
 
-void PackQ8_0(const MatrixView& w, uint8_t* out) {
-  const int64_t nb = w.cols / 32;
+// For each group of 16 rows and each block of `cols` columns (`src_bytes` in
+// the file, `packed_bytes` packed): dst, zeroed, then fill(dst, blk, l) for
+// each row l of the group that exists (blk: that row's block in the file).
+// Rows past w.rows stay zero (the kernels compute them and store nothing).
+template <class Fill>
+void ForEachBlock(const MatrixView& w, int64_t cols, int64_t src_bytes, int64_t packed_bytes, uint8_t* out,
+                  Fill fill) {
+  const int64_t nb = w.cols / cols;
   for (int64_t g = 0; g < Groups(w.rows); ++g) {
     for (int64_t b = 0; b < nb; ++b) {
-      uint8_t* dst = out + (g * nb + b) * kQ8_0PackedBytes;
-      std::memset(dst, 0, 32);              // rows past w.rows: d = 0 ...
-      std::memset(dst + 32, 0x80, 8 * 64);  // ... and qs = 0
+      uint8_t* dst = out + (g * nb + b) * packed_bytes;
+      std::memset(dst, 0, packed_bytes);
       for (int64_t l = 0; l < kPackedRows && g * kPackedRows + l < w.rows; ++l) {
-        const uint8_t* blk = w.row(g * kPackedRows + l) + 34 * b;  // block_q8_0 { f16 d; i8 qs[32] }
-        std::memcpy(dst + 2 * l, blk, 2);
-        for (int k = 0; k < 8; ++k) {
-          for (int j = 0; j < 4; ++j) dst[32 + 64 * k + 4 * l + j] = blk[2 + 4 * k + j] ^ 0x80;
-        }
+        fill(dst, w.row(g * kPackedRows + l) + src_bytes * b, l);
       }
     }
   }
+}
+
+void PackQ8_0(const MatrixView& w, uint8_t* out) {
+  // block_q8_0 { f16 d; i8 qs[32] }
+  ForEachBlock(w, 32, 34, kQ8_0PackedBytes, out, [](uint8_t* dst, const uint8_t* blk, int64_t l) {
+    std::memcpy(dst + 2 * l, blk, 2);
+    for (int k = 0; k < 8; ++k) {
+      for (int j = 0; j < 4; ++j) dst[32 + 64 * k + 4 * l + j] = blk[2 + 4 * k + j] ^ 0x80;
+    }
+  });
 }
 
 void PackQ4_K(const MatrixView& w, uint8_t* out) {
-  const int64_t ns = w.cols / 256;
-  for (int64_t g = 0; g < Groups(w.rows); ++g) {
-    for (int64_t s = 0; s < ns; ++s) {
-      uint8_t* dst = out + (g * ns + s) * kQ4_KPackedBytes;
-      std::memset(dst, 0, kQ4_KPackedBytes);  // rows past w.rows: all zero
-      for (int64_t l = 0; l < kPackedRows && g * kPackedRows + l < w.rows; ++l) {
-        // block_q4_K { f16 d, dmin; u8 scales[12]; u8 qs[128] }: qs[32p + x]
-        // holds value 64p + x (low nibble) and 64p + 32 + x (high nibble).
-        const uint8_t* blk = w.row(g * kPackedRows + l) + 144 * s;
-        std::memcpy(dst + 2 * l, blk, 2);
-        std::memcpy(dst + 32 + 2 * l, blk + 2, 2);
-        for (int j = 0; j < 8; ++j) {
-          int sc, m;
-          Q4_KScaleMin(j, blk + 4, &sc, &m);
-          dst[64 + 16 * j + l] = static_cast<uint8_t>(sc);
-          dst[192 + 16 * j + l] = static_cast<uint8_t>(m);
-        }
-        for (int p = 0; p < 4; ++p) {
-          for (int k = 0; k < 8; ++k) {
-            for (int j = 0; j < 4; ++j) dst[320 + 512 * p + 64 * k + 4 * l + j] = blk[16 + 32 * p + 4 * k + j];
-          }
-        }
+  ForEachBlock(w, 256, 144, kQ4_KPackedBytes, out, [](uint8_t* dst, const uint8_t* blk, int64_t l) {
+    // block_q4_K { f16 d, dmin; u8 scales[12]; u8 qs[128] }: qs[32p + x]
+    // holds value 64p + x (low nibble) and 64p + 32 + x (high nibble).
+    std::memcpy(dst + 2 * l, blk, 2);
+    std::memcpy(dst + 32 + 2 * l, blk + 2, 2);
+    for (int j = 0; j < 8; ++j) {
+      int sc, m;
+      Q4_KScaleMin(j, blk + 4, &sc, &m);
+      dst[64 + 16 * j + l] = static_cast<uint8_t>(sc);
+      dst[192 + 16 * j + l] = static_cast<uint8_t>(m);
+    }
+    for (int p = 0; p < 4; ++p) {
+      for (int k = 0; k < 8; ++k) {
+        for (int j = 0; j < 4; ++j) dst[320 + 512 * p + 64 * k + 4 * l + j] = blk[16 + 32 * p + 4 * k + j];
       }
     }
-  }
+  });
 }
 
 void PackQ6_K(const MatrixView& w, uint8_t* out) {
-  const int64_t ns = w.cols / 256;
-  for (int64_t g = 0; g < Groups(w.rows); ++g) {
-    for (int64_t s = 0; s < ns; ++s) {
-      uint8_t* dst = out + (g * ns + s) * kQ6_KPackedBytes;
-      std::memset(dst, 0, kQ6_KPackedBytes);  // rows past w.rows: all zero
-      for (int64_t l = 0; l < kPackedRows && g * kPackedRows + l < w.rows; ++l) {
-        // block_q6_K { u8 ql[128]; u8 qh[64]; i8 scales[16]; f16 d }: block
-        // b = 4h + r (h: half of 128 values) takes its low 4 bits from
-        // ql[64h + 32 (r % 2) + x] nibble r / 2, its high 2 from qh[32h + x]
-        // bits 2r.
-        const uint8_t* blk = w.row(g * kPackedRows + l) + 210 * s;
-        const float d = F16ToF32(int8_record::U16(blk + 208));
-        std::memcpy(dst + 4 * l, &d, 4);
-        for (int j = 0; j < 16; ++j) dst[64 + 16 * j + l] = blk[192 + j];
-        for (int b = 0; b < 8; ++b) {
-          const int h = b / 4, r = b % 4;
-          for (int x = 0; x < 32; ++x) {
-            const int lo = (blk[64 * h + 32 * (r % 2) + x] >> (4 * (r / 2))) & 0xF;
-            const int hi = (blk[128 + 32 * h + x] >> (2 * r)) & 3;
-            // Code m = 4l + x % 4 of chunk k = x / 4: bits 6 (m % 8) of the
-            // 48-bit little-endian word at byte 6 (m / 8) of the chunk.
-            const int m = 4 * static_cast<int>(l) + x % 4, bit = 6 * (m % 8);
-            uint8_t* word = dst + 320 + 384 * b + 48 * (x / 4) + 6 * (m / 8);
-            const int u = lo | (hi << 4);
-            word[bit / 8] |= static_cast<uint8_t>(u << (bit % 8));
-            if (bit % 8 > 2) word[bit / 8 + 1] |= static_cast<uint8_t>(u >> (8 - bit % 8));
-          }
-        }
+  ForEachBlock(w, 256, 210, kQ6_KPackedBytes, out, [](uint8_t* dst, const uint8_t* blk, int64_t l) {
+    // block_q6_K { u8 ql[128]; u8 qh[64]; i8 scales[16]; f16 d }: block
+    // b = 4h + r (h: half of 128 values) takes its low 4 bits from
+    // ql[64h + 32 (r % 2) + x] nibble r / 2, its high 2 from qh[32h + x]
+    // bits 2r.
+    const float d = F16ToF32(int8_record::U16(blk + 208));
+    std::memcpy(dst + 4 * l, &d, 4);
+    for (int j = 0; j < 16; ++j) dst[64 + 16 * j + l] = blk[192 + j];
+    for (int b = 0; b < 8; ++b) {
+      const int h = b / 4, r = b % 4;
+      for (int x = 0; x < 32; ++x) {
+        const int lo = (blk[64 * h + 32 * (r % 2) + x] >> (4 * (r / 2))) & 0xF;
+        const int hi = (blk[128 + 32 * h + x] >> (2 * r)) & 3;
+        // Code m = 4l + x % 4 of chunk k = x / 4: bits 6 (m % 8) of the
+        // 48-bit little-endian word at byte 6 (m / 8) of the chunk.
+        const int m = 4 * static_cast<int>(l) + x % 4, bit = 6 * (m % 8);
+        uint8_t* word = dst + 320 + 384 * b + 48 * (x / 4) + 6 * (m / 8);
+        const int u = lo | (hi << 4);
+        word[bit / 8] |= static_cast<uint8_t>(u << (bit % 8));
+        if (bit % 8 > 2) word[bit / 8 + 1] |= static_cast<uint8_t>(u >> (8 - bit % 8));
       }
     }
-  }
+  });
 }
 
 }  // namespace
@@ -183,6 +178,18 @@ inline void Store(const __m512 (&acc)[G][T], const __mmask16* masks, float* y, i
 constexpr int kTileGroups = 4;
 constexpr int kMaxTokens = 3;  // per token group
 
+// Tokens t0 .. t0 + T - 1 of `a`: their int8 pairs, and their rows of a
+// per-token array of `per_token` int32 biases (Q8_0's block_bias, Q6_K's
+// sub_bias).
+template <int T>
+inline void TokenRows(const Int8Activations& a, int64_t t0, const std::vector<int32_t>& biases, int64_t per_token,
+                      const Int8Pair* (&xs)[T], const int32_t* (&bias)[T]) {
+  for (int t = 0; t < T; ++t) {
+    xs[t] = a.token(t0 + t);
+    bias[t] = biases.data() + (t0 + t) * per_token;
+  }
+}
+
 // Q8_0: G groups of 16 rows times T tokens (t0 ..), every accumulator in a
 // zmm register. Per block, the T integer dots of each group start from the
 // token's bias -128 * S and take 8 vpdpbusd (4 values each, the token's 4
@@ -197,10 +204,7 @@ struct Q8_0Kernel {
     Zero<G, T>(acc);
     const Int8Pair* xs[T];
     const int32_t* bias[T];
-    for (int t = 0; t < T; ++t) {
-      xs[t] = a.token(t0 + t);
-      bias[t] = a.block_bias.data() + (t0 + t) * a.blocks;
-    }
+    TokenRows<T>(a, t0, a.block_bias, a.blocks, xs, bias);
     for (int64_t b = 0; b < nb; ++b) {
       const int h = static_cast<int>(b & 1);
       __m512i ia[G][T];
@@ -334,10 +338,7 @@ struct Q6_KKernel {
     Zero<G, T>(acc);
     const Int8Pair* xs[T];
     const int32_t* bias[T];
-    for (int t = 0; t < T; ++t) {
-      xs[t] = a.token(t0 + t);
-      bias[t] = a.sub_bias.data() + (t0 + t) * a.subs;
-    }
+    TokenRows<T>(a, t0, a.sub_bias, a.subs, xs, bias);
     for (int64_t s = 0; s < ns; ++s) {
       const uint8_t* base[G];
       __m512 d[G];
