@@ -131,21 +131,11 @@ void DequantQ4_K(const uint8_t* x, float* y, int64_t nb) {
 // of 16 each with an int8 scale. Each half of 128 interleaves four rows of 32.
 void DequantQ6_K(const uint8_t* x, float* y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i, x += 210) {
-    const uint8_t* ql = x;
-    const uint8_t* qh = x + 128;
     const int8_t* sc = reinterpret_cast<const int8_t*>(x + 192);
     const float d = LoadHalf(x + 208);
-    for (int n = 0; n < kQK_K; n += 128, y += 128, ql += 64, qh += 32, sc += 8) {
+    for (int b = 0; b < 8; ++b, y += 32) {
       for (int l = 0; l < 32; ++l) {
-        const int is = l / 16;
-        const int8_t q1 = static_cast<int8_t>((ql[l] & 0xf) | (((qh[l] >> 0) & 3) << 4)) - 32;
-        const int8_t q2 = static_cast<int8_t>((ql[l + 32] & 0xf) | (((qh[l] >> 2) & 3) << 4)) - 32;
-        const int8_t q3 = static_cast<int8_t>((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
-        const int8_t q4 = static_cast<int8_t>((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
-        y[l + 0] = d * sc[is + 0] * q1;
-        y[l + 32] = d * sc[is + 2] * q2;
-        y[l + 64] = d * sc[is + 4] * q3;
-        y[l + 96] = d * sc[is + 6] * q4;
+        y[l] = d * sc[2 * b + l / 16] * static_cast<int8_t>(Q6_KCode(x, b, l) - 32);
       }
     }
   }

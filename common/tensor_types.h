@@ -41,6 +41,18 @@ inline void Q4_KScaleMin(int j, const uint8_t* q, int* sc, int* m) {
   }
 }
 
+// Q6_K: the 6-bit code (0..63; the value is code - 32) of element x (0..31)
+// of 32-value block b (0..7) of a super-block blk (block_q6_K { u8 ql[128];
+// u8 qh[64]; i8 scales[16]; f16 d }): block b = 4h + c (h: half of 128)
+// takes its low 4 bits from ql[64h + 32 (c % 2) + x] nibble c / 2, its high
+// 2 from qh[32h + x] bits 2c.
+inline int Q6_KCode(const uint8_t* blk, int b, int x) {
+  const int h = b / 4, c = b % 4;
+  const int lo = (blk[64 * h + 32 * (c % 2) + x] >> (4 * (c / 2))) & 0xF;
+  const int hi = (blk[128 + 32 * h + x] >> (2 * c)) & 3;
+  return lo | (hi << 4);
+}
+
 // dst[0..n) = dequantized src row; n is a multiple of the block size.
 void DequantizeRow(GgmlType t, const void* src, float* dst, int64_t n);
 

@@ -155,22 +155,15 @@ void MatMulQ6_KRowsPortable(const MatrixView& w, const Int8Activations& a, float
       const int32_t* bias = a.sub_bias.data() + t * a.subs;
       float acc = 0.0f;
       for (int64_t s = 0; s < ns; ++s) {
-        // block_q6_K { u8 ql[128]; u8 qh[64]; i8 scales[16]; f16 d }: block
-        // b = 4h + c takes value x's low 4 bits from ql[64h + 32 (c % 2) + x]
-        // nibble c / 2, its high 2 from qh[32h + x] bits 2c.
+        // block_q6_K { u8 ql[128]; u8 qh[64]; i8 scales[16]; f16 d }
         const uint8_t* blk = w.row(r) + 210 * s;
         const float d = F16ToF32(U16(blk + 208));
         for (int b = 0; b < 8; ++b) {
-          const int h = b / 4, c = b % 4;
           const Int8Pair& x = a.token(t)[4 * s + b / 2];
           int32_t i = 0;
           for (int j = 0; j < 2; ++j) {
             int32_t ij = bias[16 * s + 2 * b + j];
-            for (int v = 16 * j; v < 16 * j + 16; ++v) {
-              const int lo = (blk[64 * h + 32 * (c % 2) + v] >> (4 * (c / 2))) & 0xF;
-              const int hi = (blk[128 + 32 * h + v] >> (2 * c)) & 3;
-              ij += (lo | (hi << 4)) * x.q[32 * (b % 2) + v];
-            }
+            for (int v = 16 * j; v < 16 * j + 16; ++v) ij += Q6_KCode(blk, b, v) * x.q[32 * (b % 2) + v];
             i += static_cast<int32_t>(static_cast<int8_t>(blk[192 + 2 * b + j])) * ij;
           }
           acc = std::fma(static_cast<float>(i), d * x.d[8 * (b % 2)], acc);

@@ -65,23 +65,17 @@ void PackQ4_K(const MatrixView& w, uint8_t* out) {
 
 void PackQ6_K(const MatrixView& w, uint8_t* out) {
   ForEachBlock(w, 256, 210, kQ6_KPackedBytes, out, [](uint8_t* dst, const uint8_t* blk, int64_t l) {
-    // block_q6_K { u8 ql[128]; u8 qh[64]; i8 scales[16]; f16 d }: block
-    // b = 4h + r (h: half of 128 values) takes its low 4 bits from
-    // ql[64h + 32 (r % 2) + x] nibble r / 2, its high 2 from qh[32h + x]
-    // bits 2r.
+    // block_q6_K { u8 ql[128]; u8 qh[64]; i8 scales[16]; f16 d }
     const float d = F16ToF32(int8_record::U16(blk + 208));
     std::memcpy(dst + 4 * l, &d, 4);
     for (int j = 0; j < 16; ++j) dst[64 + 16 * j + l] = blk[192 + j];
     for (int b = 0; b < 8; ++b) {
-      const int h = b / 4, r = b % 4;
       for (int x = 0; x < 32; ++x) {
-        const int lo = (blk[64 * h + 32 * (r % 2) + x] >> (4 * (r / 2))) & 0xF;
-        const int hi = (blk[128 + 32 * h + x] >> (2 * r)) & 3;
         // Code m = 4l + x % 4 of chunk k = x / 4: bits 6 (m % 8) of the
         // 48-bit little-endian word at byte 6 (m / 8) of the chunk.
         const int m = 4 * static_cast<int>(l) + x % 4, bit = 6 * (m % 8);
         uint8_t* word = dst + 320 + 384 * b + 48 * (x / 4) + 6 * (m / 8);
-        const int u = lo | (hi << 4);
+        const int u = Q6_KCode(blk, b, x);
         word[bit / 8] |= static_cast<uint8_t>(u << (bit % 8));
         if (bit % 8 > 2) word[bit / 8 + 1] |= static_cast<uint8_t>(u >> (8 - bit % 8));
       }
