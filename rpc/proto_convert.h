@@ -39,7 +39,8 @@ void ProposalToProto(const Proposal& p, google::protobuf::RepeatedField<int32_t>
 
 // The target's load report (spec/target_load.h). A table whose arrays differ
 // in length, or whose widths are not finite, positive and increasing, is
-// dropped (the line still holds); active_sessions is the caller's to set.
+// dropped (the line still holds). The target sets load.active_sessions (its
+// open sessions) before sending; PassCostModel does not know them.
 void TargetLoadToProto(const TargetLoad& load, v1::TargetLoad* out);
 TargetLoad TargetLoadFromProto(const v1::TargetLoad& in);
 
