@@ -165,8 +165,8 @@ inline void Store(const __m512 (&acc)[G][T], const __mmask16* masks, float* y, i
 // accumulators within the 32 zmm registers (Q4_K and Q6_K spill a few), and
 // the wider tile keeps more memory streams going. Measured on Zen 4 with
 // specserve-kernel-bench, 8192 x 2304, 1 thread, 5 / 9 tokens: Q8_0 1.73 /
-// 2.08 ms in tiles of 2 groups x 5 tokens, 1.33-1.44 / 1.74-1.88 in these;
-// Q4_K 1.46 / 1.87 -> 1.20-1.23 / 1.57-1.59 (Q6_K: 1.33 -> 1.09 ms at 5
+// 2.08 ms in tiles of 2 groups x 5 tokens, 1.35-1.44 / 1.69-1.88 in these;
+// Q4_K 1.46 / 1.87 -> 1.22-1.23 / 1.58-1.59 (Q6_K: 1.33 -> 1.09 ms at 5
 // tokens on 2048 x 8192). Prefetching the next tile into L2 (which helped
 // tiles of 2 groups x 5 tokens) made no difference here and is gone.
 constexpr int kTileGroups = 4;
