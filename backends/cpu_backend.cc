@@ -16,6 +16,7 @@
 #include "kernels/cpu_attention.h"
 #include "kernels/cpu_matmul.h"
 #include "kernels/cpu_matmul_int8.h"
+#include "kernels/cpu_matmul_packed.h"
 #include "kernels/cpu_ops.h"
 #include "spec/forward_sample.h"
 #include "spec/forward_verify.h"
@@ -229,9 +230,9 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeCpuBackend(const Model& model, cons
   int32_t blocks = opts.kv_blocks;
   const int64_t bytes_per_position = 2 * int64_t{model.config.n_layer} * model.config.kv_dim() * sizeof(float);
   if (blocks <= 0) blocks = DefaultKvBlocks(model.config, opts, bytes_per_position);
-  if (opts.cpu_activations == MatMulActivations::kInt8 && !cpu::UseVnniInt8MatMul()) {
-    log::Warn("--cpu-activations int8: this CPU lacks AVX-512 VNNI (or SPECSERVE_CPU_KERNELS=avx2), so the "
-              "portable int8 kernel runs: the same results, several times slower than fp32 here");
+  if (opts.cpu_activations == MatMulActivations::kInt8 && !cpu::PackedKernelRuns(GgmlType::kQ8_0)) {
+    log::Warn("--cpu-activations int8: this CPU has neither AVX-512 VNNI nor AVX2, so the portable int8 "
+              "kernel runs: the same results, several times slower than fp32 here");
   }
   return std::unique_ptr<Backend>(new CpuBackend(model, opts, blocks));
 }

@@ -42,7 +42,7 @@ std::unique_ptr<PackedWeights> PackWeightsForInt8(const ModelWeights& w, int thr
   p->views.rope_freqs = w.rope_freqs;
   std::vector<MatrixView*> todo;
   auto add = [&](MatrixView& m) {
-    if (cpu::PackableForInt8(m) && cpu::PackedVnniRuns(m.type)) todo.push_back(&m);
+    if (cpu::PackableForInt8(m) && cpu::PackedKernelRuns(m.type)) todo.push_back(&m);
   };
   for (LayerWeights& L : p->views.layers) {
     for (MatrixView* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.gate, &L.up, &L.down}) add(*m);

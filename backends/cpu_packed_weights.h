@@ -1,7 +1,7 @@
 // The CPU backend's weights under int8 activations: the model's views, with
 // every Q8_0, Q4_K and Q6_K matrix also repacked for the int8 kernel
 // (kernels/cpu_matmul_packed.h; MatrixView::packed points there) where the
-// packed kernel runs on this CPU (cpu::PackedVnniRuns).
+// packed kernel runs on this CPU (cpu::PackedKernelRuns: VNNI, or AVX2).
 #pragma once
 
 #include <cstdint>

@@ -180,11 +180,12 @@ void MatMulRows(const MatrixView& w, const float* x, int64_t T, float* y, int64_
   }
 }
 
-// Q6_K on a CPU with VNNI but without VBMI (Cascade Lake): the packed kernel
-// cannot run and the int8 path would be the portable scalar kernel, so the
-// fp32 AVX-512 kernel takes it (its own batch-invariant order).
+// Q6_K where the CPU runs packed int8 kernels for other types but not for
+// Q6_K (VNNI without VBMI, as on Cascade Lake; AVX2 without VNNI): the int8
+// path would be the portable scalar kernel, so the fp32 kernel (AVX-512 or
+// AVX2) takes it, in its own batch-invariant order.
 bool Q6_KWithoutPackedKernel(const MatrixView& w) {
-  return w.type == GgmlType::kQ6_K && cpu::UseVnniInt8MatMul() && !cpu::PackedVnniRuns(w.type);
+  return w.type == GgmlType::kQ6_K && cpu::PackedKernelRuns(GgmlType::kQ8_0) && !cpu::PackedKernelRuns(w.type);
 }
 
 }  // namespace

@@ -93,6 +93,10 @@ bool PackedVnniRuns(GgmlType type) {
   return UseVnniInt8MatMul() && (type != GgmlType::kQ6_K || vbmi);
 }
 
+bool PackedKernelRuns(GgmlType type) {
+  return UseVnniInt8MatMul() ? PackedVnniRuns(type) : PackedAvx2Runs(type);
+}
+
 bool PackableForInt8(const MatrixView& w) {
   switch (w.type) {
     case GgmlType::kQ8_0: return w.cols % 32 == 0;

@@ -69,4 +69,18 @@ bool PackedVnniRuns(GgmlType type);
 // PackedVnniRuns(w.type)). r0 and r1 need not be multiples of 16.
 void MatMulPackedVnni(const MatrixView& w, const Int8Activations& a, float* y, int64_t r0, int64_t r1);
 
+// True when MatMulPackedAvx2 runs w's type on this CPU: AVX2, FMA and F16C,
+// for Q8_0, Q4_K and Q6_K (kernels/cpu_matmul_packed_avx2.cc; it runs on
+// AVX-512 CPUs too, which tests use).
+bool PackedAvx2Runs(GgmlType type);
+
+// The same products as MatMulPackedVnni, the same bits, with AVX2 (only call
+// when PackedAvx2Runs(w.type)).
+void MatMulPackedAvx2(const MatrixView& w, const Int8Activations& a, float* y, int64_t r0, int64_t r1);
+
+// True when MatMulInt8Rows runs a packed kernel for `type` on this CPU: the
+// VNNI one where the CPU has VNNI (PackedVnniRuns), else the AVX2 one. The
+// CPU backend packs exactly these types.
+bool PackedKernelRuns(GgmlType type);
+
 }  // namespace specserve::cpu

@@ -12,6 +12,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -508,6 +509,49 @@ TEST_P(MatMulInt8Test, PortableKernelsGiveTheSameBits) {
   for (int64_t i = 0; i < kT * kRows; ++i) {
     if (std::isnan(y[i]) && std::isnan(z[i])) continue;
     ASSERT_EQ(Bits(y[i]), Bits(z[i])) << "token " << i / kRows << ", row " << i % kRows;
+  }
+}
+
+// The AVX2 packed kernel (CPUs without VNNI) called directly, so that AVX-512
+// machines test it too: the scalar model's bits for every pass width up to 17
+// and 40, on random bytes (every code, Q8_0's -128 included, every 6-bit
+// scale and min) and quantized weights, over row ranges that start and end
+// inside a 16-row group and inside an 8-row half.
+TEST_P(MatMulInt8Test, PackedAvx2KernelEqualsTheScalarModelBitForBit) {
+  const GgmlType type = GetParam();
+  if (!cpu::PackedAvx2Runs(type)) GTEST_SKIP() << "no AVX2 packed kernel for this type (or no AVX2 here)";
+  const bool k_quant = type == GgmlType::kQ4_K || type == GgmlType::kQ6_K;
+  const std::vector<int64_t> cols = k_quant ? std::vector<int64_t>{256, 2304} : std::vector<int64_t>{32, 288, 2304};
+  constexpr int64_t kRows = 77, kMaxT = 40;
+  const std::vector<std::pair<int64_t, int64_t>> ranges = {{0, kRows}, {3, 45}, {16, 24}, {21, 22}, {60, kRows}};
+  for (int64_t n : cols) {
+    for (int kind = 0; kind < 2; ++kind) {
+      const Matrix w = kind == 0 ? QuantizedMatrix(type, kRows, n, 31 + n) : RandomBytesMatrix(type, kRows, n, 32 + n);
+      ASSERT_NE(w.view.packed, nullptr);
+      const std::vector<float> x = RandomX(kMaxT * n, 33 + n);
+      const std::vector<float> want = RefMatMul(w.view, x.data(), kMaxT);
+      std::vector<int64_t> Ts;
+      for (int64_t T = 1; T <= 17; ++T) Ts.push_back(T);
+      Ts.push_back(kMaxT);
+      for (int64_t T : Ts) {
+        cpu::Int8Activations a;
+        cpu::QuantizeActivationsInt8Portable(type, x.data(), T, n, a);
+        for (const auto& [r0, r1] : ranges) {
+          std::vector<float> y(T * kRows, -7.f);
+          cpu::MatMulPackedAvx2(w.view, a, y.data(), r0, r1);
+          for (int64_t t = 0; t < T; ++t) {
+            for (int64_t r = 0; r < kRows; ++r) {
+              const float got = y[t * kRows + r];
+              const float expect = r >= r0 && r < r1 ? want[t * kRows + r] : -7.f;  // rows outside: untouched
+              ASSERT_EQ(Bits(got), Bits(expect))
+                  << GgmlTypeName(type) << " " << kRows << "x" << n << (kind == 0 ? " quantized" : " random bytes")
+                  << ", pass of " << T << ", rows [" << r0 << ", " << r1 << "), token " << t << ", row " << r
+                  << ": " << got << " vs " << expect;
+            }
+          }
+        }
+      }
+    }
   }
 }
 
