@@ -312,7 +312,7 @@ void QuantizeActivationsInt8(GgmlType type, const float* x, int64_t T, int64_t n
 void MatMulInt8Rows(const MatrixView& w, const Int8Activations& a, float* y, int64_t r0, int64_t r1) {
   SPECSERVE_CHECK(a.type == w.type && a.n == w.cols);
   if (UseVnniInt8MatMul()) return RowsVnni(w, a, y, r0, r1);
-  // AVX2 without VNNI: Q8_0 and Q4_K packed by the backend run the AVX2
+  // AVX2 without VNNI: Q8_0, Q4_K and Q6_K packed by the backend run the AVX2
   // kernel, the rest (and views nobody packed) the portable one: the same bits.
   if (w.packed != nullptr && PackedAvx2Runs(w.type)) return MatMulPackedAvx2(w, a, y, r0, r1);
   MatMulInt8RowsPortable(w, a, y, r0, r1);

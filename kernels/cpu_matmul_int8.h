@@ -68,9 +68,12 @@
 // SPECSERVE_CPU_KERNELS=avx2 turns AVX-512 off) tiles of up to 8 rows x 8
 // tokens keep every accumulator in a zmm register and read each weight pair
 // once per group of tokens (kernels/cpu_matmul_int8.cc, Q5_0; Q8_0, Q4_K and
-// Q6_K: 64 rows x up to 3 tokens, kernels/cpu_matmul_packed.cc). Elsewhere a portable
-// scalar kernel computes the same integers and the same float operations
-// (std::fma), so it gives the same bits, slowly
+// Q6_K: 64 rows x up to 3 tokens, kernels/cpu_matmul_packed.cc). With AVX2
+// but no VNNI the packed Q8_0, Q4_K and Q6_K matrices run
+// kernels/cpu_matmul_packed_avx2.cc (the same integers through exact int16
+// pair sums, the same float operations). Elsewhere (Q5_0 without VNNI, views
+// nobody packed) a portable scalar kernel computes the same integers and the
+// same float operations (std::fma), so it gives the same bits, slowly
 // (kernels/cpu_matmul_int8_portable.cc).
 #pragma once
 
