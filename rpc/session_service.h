@@ -51,7 +51,10 @@ class SessionService : public SessionSink<Req, Resp> {
   struct Entry {
     std::shared_ptr<StreamHandle<Resp>> handle;
     int32_t charged_blocks = 0;
-    Clock::time_point last_message;  // opened or last request: idle sessions end
+    // Opened, last request, or last served by a pass: the client owes the
+    // next message from here, and idle sessions end --session-idle-timeout-s
+    // after it.
+    Clock::time_point idle_since;
     State state;
   };
 
@@ -248,7 +251,7 @@ class SessionService : public SessionSink<Req, Resp> {
       for (Event& e : events) Apply(e);
       events.clear();
       AdmitWaiting();
-      Iterate();
+      IterateAndRestartIdleClocks();
       EndIdleSessions();
       metrics_->active_sessions.Set(static_cast<double>(sessions_.size()));
       metrics_->kv_blocks_used.Set(backend().kv_pool().used_blocks());
@@ -265,6 +268,22 @@ class SessionService : public SessionSink<Req, Resp> {
     metrics_->kv_blocks_reserved.Set(0);
   }
 
+  // One pass; the sessions it served owe their clients the next message from
+  // its end, not from their last message: a prefill (or a batch of them)
+  // longer than the idle timeout once ended the very session it had just
+  // answered (e2e_reliability_test "ASessionWhosePrefillOutlastsTheIdleTimeout").
+  void IterateAndRestartIdleClocks() {
+    served_.clear();
+    for (const auto& [id, e] : sessions_) {
+      if (Busy(e)) served_.push_back(id);
+    }
+    Iterate();
+    const auto now = Clock::now();
+    for (uint64_t id : served_) {
+      if (auto it = sessions_.find(id); it != sessions_.end()) it->second.idle_since = now;
+    }
+  }
+
   // Ends sessions that have had no message for idle_timeout_ and have no
   // work queued (a session waiting on its own batch pass is never idle).
   void EndIdleSessions() {
@@ -272,7 +291,7 @@ class SessionService : public SessionSink<Req, Resp> {
     const auto now = Clock::now();
     std::vector<uint64_t> idle;
     for (const auto& [id, e] : sessions_) {
-      if (now - e.last_message > idle_timeout_ && !Busy(e)) idle.push_back(id);
+      if (now - e.idle_since > idle_timeout_ && !Busy(e)) idle.push_back(id);
     }
     for (uint64_t id : idle) {
       EndSession(id, grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
@@ -335,7 +354,7 @@ class SessionService : public SessionSink<Req, Resp> {
         SPECSERVE_CHECK(inserted);
         it->second.handle = std::move(e.handle);
         it->second.charged_blocks = e.blocks;
-        it->second.last_message = e.received;
+        it->second.idle_since = e.received;
         if (absl::Status s = InitState(it->second, e.spec); !s.ok()) EndSession(e.id, ToGrpc(s));
         break;
       }
@@ -346,7 +365,7 @@ class SessionService : public SessionSink<Req, Resp> {
         }
         auto it = sessions_.find(e.id);
         if (it == sessions_.end()) return;  // ended already
-        it->second.last_message = std::max(it->second.last_message, e.received);
+        it->second.idle_since = std::max(it->second.idle_since, e.received);
         absl::Status s = Accept(e.id, it->second, std::move(e.msg), e.received);
         if (!s.ok()) EndSession(e.id, ToGrpc(s));
         break;
@@ -372,6 +391,7 @@ class SessionService : public SessionSink<Req, Resp> {
   std::unique_ptr<Admission> admission_;
   KvPool::PrefixStats prefix_seen_;  // the pool's figures at the last export (scheduler thread)
   std::chrono::milliseconds idle_timeout_{0};
+  std::vector<uint64_t> served_;  // IterateAndRestartIdleClocks' scratch
   std::chrono::milliseconds queue_timeout_{0};
   int max_waiting_ = 0;
   std::atomic<int> waiting_count_{0};  // OnOpen reads it on gRPC threads

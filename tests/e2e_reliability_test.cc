@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <thread>
 
@@ -93,6 +94,48 @@ TEST(E2eReliabilityTest, IdleInternalSessionsEndAndTheirReservationShows) {
   EXPECT_LT(Seconds(t0), 5);
   EXPECT_TRUE(ServiceIdle(c.target_metrics));
   EXPECT_EQ(Metric(Scrape(c.target_metrics), "specserve_kv_blocks_reserved"), 0);
+}
+
+// 1b. A session whose prefill outlasts --session-idle-timeout-s is served,
+// not ended as idle the moment its answer goes out: the idle clock starts
+// when the pass that served it ends. Several long, distinct prompts opened at
+// once keep the target's prefill passes busy for longer than the timeout
+// (first seen with the ~1B target: four 300-token prompts took 40 s and all
+// four sessions ended as "idle" right after their `opened`).
+TEST(E2eReliabilityTest, ASessionWhosePrefillOutlastsTheIdleTimeoutIsServed) {
+  constexpr double kIdleSeconds = 0.3;
+  Cluster c(WithArgs(false, {"--session-idle-timeout-s", std::to_string(kIdleSeconds), "--threads", "1"}));
+  ASSERT_TRUE(c.ready) << c.Logs();
+  const std::vector<TokenId> base = PromptIds();
+  constexpr int kSessions = 8;
+  std::vector<std::unique_ptr<DirectSession>> sessions;
+  const auto t0 = Clock::now();
+  for (int i = 0; i < kSessions; ++i) {
+    // ~900 tokens, distinct from the first token on (no prefix shared).
+    std::vector<TokenId> prompt = {static_cast<TokenId>(100 + i)};
+    while (prompt.size() + base.size() < 900) prompt.insert(prompt.end(), base.begin(), base.end());
+    sessions.push_back(std::make_unique<DirectSession>(Loopback(c.target_port), prompt, 4));
+  }
+  v1::TargetResponse resp;
+  for (auto& s : sessions) {
+    ASSERT_TRUE(s->Read(&resp)) << s->status.error_message();
+    ASSERT_TRUE(resp.has_opened());
+  }
+  // The case under test needs the prefills to take longer than the timeout.
+  ASSERT_GT(Seconds(t0), kIdleSeconds) << "prefills too fast to outlast the idle timeout";
+  v1::TargetRequest plain;
+  plain.mutable_verify()->set_round(0);  // no drafted tokens: one plain decoding step
+  for (auto& s : sessions) {
+    ASSERT_TRUE(s->stream->Write(plain));
+    ASSERT_TRUE(s->Read(&resp)) << s->status.error_message();
+    EXPECT_TRUE(resp.has_verified());
+  }
+  // Idle sessions still end: nobody sends anything now.
+  for (auto& s : sessions) {
+    EXPECT_FALSE(s->Read(&resp));
+    EXPECT_EQ(s->status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << s->status.error_message();
+  }
+  EXPECT_TRUE(ServiceIdle(c.target_metrics));
 }
 
 // 2. The target holds each session to its max_new_tokens.
