@@ -10,33 +10,50 @@ constexpr double kDecay = 0.95;  // ~20-round memory: follows a prompt's changin
 
 double KPolicy::acceptance_estimate() const { return acc_ / (acc_ + rej_); }
 
+void KPolicy::DecayedLine::Add(double x, double y) {
+  sw = sw * kDecay + 1;
+  sx = sx * kDecay + x;
+  sy = sy * kDecay + y;
+  sxx = sxx * kDecay + x * x;
+  sxy = sxy * kDecay + x * y;
+}
+
+double KPolicy::DecayedLine::At(double x, double lone_slope) const {
+  if (sw == 0) return 0;
+  const double mx = sx / sw, my = sy / sw;
+  const double var = sxx / sw - mx * mx;
+  double slope = var > 1e-9 ? (sxy / sw - mx * my) / var : lone_slope * my / mx;
+  slope = std::max(0.0, slope);
+  return std::max(1e-9, my + slope * (x - mx));
+}
+
 void KPolicy::Observe(int32_t k, int32_t accepted, double draft_seconds, double verify_seconds) {
   if (!script_.empty()) ++script_round_;
-  if (!adaptive_ || k <= 0) return;
+  if (!adaptive_) return;
+  if (k <= 0) {
+    ++plain_streak_;
+    return;
+  }
+  // A drafting round after a full wait was the exploration: wait longer
+  // next time (a K the policy keeps choosing resets it below, in Next's
+  // terms: a drafting round after a shorter plain streak).
+  explore_after_ = plain_streak_ >= explore_after_ ? std::min(2 * explore_after_, kExploreMax) : kExploreAfter;
+  plain_streak_ = 0;
   acc_ = acc_ * kDecay + accepted;
   rej_ = rej_ * kDecay + (accepted < k ? 1 : 0);
-  const double step = draft_seconds / k;
-  draft_step_s_ += (rounds_ == 0 ? 1.0 : 1.0 - kDecay) * (step - draft_step_s_);
-  const double x = k + 1, y = verify_seconds;
-  sw_ = sw_ * kDecay + 1;
-  sx_ = sx_ * kDecay + x;
-  sy_ = sy_ * kDecay + y;
-  sxx_ = sxx_ * kDecay + x * x;
-  sxy_ = sxy_ * kDecay + x * y;
+  draft_.Add(k, draft_seconds);
+  verify_.Add(k + 1, verify_seconds);
   ++rounds_;
 }
 
-double KPolicy::VerifyCost(int32_t n) const {
-  if (sw_ == 0) return 0;
-  const double mx = sx_ / sw_, my = sy_ / sw_;
-  const double var = sxx_ / sw_ - mx * mx;
-  // Until two different K have been seen the slope is unknown: assume a
-  // quarter of a pass per extra token (between GPU ~0 and CPU ~1), so that
-  // the policy explores instead of locking onto its first K.
-  double slope = var > 1e-9 ? (sxy_ / sw_ - mx * my) / var : 0.25 * my / mx;
-  slope = std::max(0.0, slope);
-  return std::max(1e-9, my + slope * (n - mx));
-}
+// Until two different K have been seen the verify slope is unknown: assume a
+// quarter of a pass per extra token (between GPU ~0 and CPU ~1), so that the
+// policy explores instead of locking onto its first K.
+double KPolicy::VerifyCost(int32_t n) const { return verify_.At(n, 0.25); }
+
+// With one K seen, all of its wait counts per drafted token (the dearer
+// guess for larger K; a second K fits the fixed part).
+double KPolicy::DraftCost(int32_t k) const { return k <= 0 ? 0 : draft_.At(k, 1.0); }
 
 void KPolicy::ObserveTarget(const TargetLoad& load, double network_seconds) {
   if (!adaptive_ || !load.known) return;
@@ -57,9 +74,9 @@ int32_t KPolicy::Next() const {
   const double batch = std::max(1.0, load_.sessions_per_pass);
   const double sessions = std::max(1.0, load_.active_sessions);
   auto round_seconds = [&](int32_t k) {
-    if (!load_.known) return VerifyCost(k + 1) + k * draft_step_s_;
+    if (!load_.known) return VerifyCost(k + 1) + DraftCost(k);
     const double pass = PassSeconds(load_, batch * (k + 1));
-    const double latency = network_s_ + pass + k * draft_step_s_;
+    const double latency = network_s_ + pass + DraftCost(k);
     const double throughput = sessions / batch * pass;
     return std::max(latency, throughput);
   };
@@ -75,7 +92,11 @@ int32_t KPolicy::Next() const {
   }
   // A first round knows the load but not the draft's step cost: the load
   // may lower the initial K, never raise it.
-  return rounds_ == 0 ? std::min(best, k_) : best;
+  if (rounds_ == 0) return std::min(best, k_);
+  // Plain for a while: one round of K = 1 measures acceptance and the
+  // draft's cost again (see the header).
+  if (best == 0 && plain_streak_ >= explore_after_) return 1;
+  return best;
 }
 
 }  // namespace specserve

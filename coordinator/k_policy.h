@@ -19,7 +19,21 @@
 //   throughput(K) = N / B * pass(B * (K + 1))
 //                   (the target's work for one round of all N sessions),
 // and K maximises E(K) / max(latency, throughput), K = 0 (plain decoding)
-// included. With one session that is the latency chain, as without a report;
+// included. The draft's cost of a round of K, K * draft_step above, is a
+// decayed line too, d0 + d1 K, over the rounds' measured wait for the
+// proposal: through the services a round's wait has a fixed part (the
+// verdict reaching the draft, a look-ahead pass being dropped) that a cost
+// per step would charge K times.
+//
+// Plain rounds teach the policy nothing about acceptance or the draft's
+// cost, so a K = 0 chosen on a few unlucky rounds would stay for good (seen
+// through the services at 1 client: acceptance estimated 0.61 after 5
+// rounds, every later round plain, against 0.85 measured with a fixed K).
+// So after kExploreAfter plain rounds in a row the policy drafts K = 1 for one
+// round, and doubles that wait (up to kExploreMax) each time the exploration
+// does not bring K back; a K > 0 the policy chose itself resets it. Under a
+// saturated target an exploring round costs the batch one more token in a
+// pass of many, at most once in kExploreMax rounds per session. With one session that is the latency chain, as without a report;
 // once the target is saturated and compute-bound, every drafted token costs
 // a token's worth of target work, E(K) / (K + 1) < 1 loses to K = 0, and K
 // falls to 0; when the load falls it rises again.
@@ -52,6 +66,9 @@ class KPolicy {
   double acceptance_estimate() const;
   // Predicted verify seconds for a pass over n tokens (0 before any round).
   double VerifyCost(int32_t n) const;
+  // Predicted seconds waiting for a proposal of k tokens (0 for k = 0 or
+  // before any round).
+  double DraftCost(int32_t k) const;
   // The target's load with a round's verdict, and the seconds that round's
   // verify call spent outside the target service (network, this process);
   // ignored when not known (in-process targets).
@@ -60,6 +77,8 @@ class KPolicy {
 
   static constexpr int32_t kMin = 1;
   static constexpr int32_t kMax = kMaxRoundK;
+  static constexpr int32_t kExploreAfter = 8;
+  static constexpr int32_t kExploreMax = 256;
 
  private:
   KPolicy(int32_t k, bool adaptive) : k_(k), adaptive_(adaptive) {}
@@ -70,10 +89,19 @@ class KPolicy {
   // Exponentially decayed counts: accepted tokens and first rejections (the
   // censored-geometric estimate of a is accepted / (accepted + rejections)).
   double acc_ = 3.0, rej_ = 1.0;
-  double draft_step_s_ = 0;  // decayed mean seconds per draft step
-  // Decayed sums for the verify-cost line y = v0 + v1 x, x = tokens in the pass.
-  double sw_ = 0, sx_ = 0, sy_ = 0, sxx_ = 0, sxy_ = 0;
+  // Decayed sums for a line y = y0 + y1 x over the rounds seen.
+  struct DecayedLine {
+    double sw = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
+    void Add(double x, double y);
+    // y at x; with a single x seen so far the slope is `lone_slope` of the
+    // mean y per unit of x.
+    double At(double x, double lone_slope) const;
+  };
+  DecayedLine verify_;  // x = tokens in the pass, y = verify seconds
+  DecayedLine draft_;   // x = k drafted, y = seconds waiting for the proposal
   int64_t rounds_ = 0;
+  int32_t plain_streak_ = 0;               // plain rounds in a row
+  int32_t explore_after_ = kExploreAfter;  // ... before an exploring K = 1
   TargetLoad load_;           // the latest report
   double network_s_ = 0;      // decayed mean seconds of a verify call outside the target
 };
