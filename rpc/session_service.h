@@ -251,8 +251,10 @@ class SessionService : public SessionSink<Req, Resp> {
       for (Event& e : events) Apply(e);
       events.clear();
       AdmitWaiting();
-      IterateAndRestartIdleClocks();
+      // After every message that arrived during the last pass is applied: a
+      // client that answered while a long pass ran is not idle.
       EndIdleSessions();
+      IterateAndRestartIdleClocks();
       metrics_->active_sessions.Set(static_cast<double>(sessions_.size()));
       metrics_->kv_blocks_used.Set(backend().kv_pool().used_blocks());
       metrics_->kv_blocks_reserved.Set(admission_->reserved_blocks());
@@ -271,7 +273,9 @@ class SessionService : public SessionSink<Req, Resp> {
   // One pass; the sessions it served owe their clients the next message from
   // its end, not from their last message: a prefill (or a batch of them)
   // longer than the idle timeout once ended the very session it had just
-  // answered (e2e_reliability_test "ASessionWhosePrefillOutlastsTheIdleTimeout").
+  // answered, and so did the next long pass, for a session whose answer
+  // waited in the event queue behind it (e2e_reliability_test
+  // "ASessionWhosePrefillOutlastsTheIdleTimeout").
   void IterateAndRestartIdleClocks() {
     served_.clear();
     for (const auto& [id, e] : sessions_) {

@@ -5,6 +5,7 @@
 // SIGTERM during start-up, cancellations counted as draft failures.
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <memory>
@@ -116,25 +117,41 @@ TEST(E2eReliabilityTest, ASessionWhosePrefillOutlastsTheIdleTimeoutIsServed) {
     while (prompt.size() + base.size() < 900) prompt.insert(prompt.end(), base.begin(), base.end());
     sessions.push_back(std::make_unique<DirectSession>(Loopback(c.target_port), prompt, 4));
   }
-  v1::TargetResponse resp;
-  for (auto& s : sessions) {
-    ASSERT_TRUE(s->Read(&resp)) << s->status.error_message();
-    ASSERT_TRUE(resp.has_opened());
+  // Each client answers its own `opened` at once (a thread each), as the
+  // coordinator does, with one plain round, then sends nothing.
+  struct Outcome {
+    bool opened = false, verified = false, ended_idle = false;
+    double opened_after = 0;
+    std::string error;
+  };
+  std::vector<Outcome> out(kSessions);
+  std::vector<std::thread> clients;
+  for (int i = 0; i < kSessions; ++i) {
+    clients.emplace_back([&, i] {
+      DirectSession& s = *sessions[i];
+      Outcome& o = out[i];
+      v1::TargetResponse resp;
+      o.opened = s.Read(&resp) && resp.has_opened();
+      o.opened_after = Seconds(t0);
+      v1::TargetRequest plain;
+      plain.mutable_verify()->set_round(0);  // no drafted tokens: one plain decoding step
+      o.verified = o.opened && s.stream->Write(plain) && s.Read(&resp) && resp.has_verified();
+      if (!o.verified) o.error = s.status.error_message();
+      if (!o.verified) return;  // the stream is finished already
+      o.ended_idle = !s.Read(&resp) && s.status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
+    });
   }
-  // The case under test needs the prefills to take longer than the timeout.
-  ASSERT_GT(Seconds(t0), kIdleSeconds) << "prefills too fast to outlast the idle timeout";
-  v1::TargetRequest plain;
-  plain.mutable_verify()->set_round(0);  // no drafted tokens: one plain decoding step
-  for (auto& s : sessions) {
-    ASSERT_TRUE(s->stream->Write(plain));
-    ASSERT_TRUE(s->Read(&resp)) << s->status.error_message();
-    EXPECT_TRUE(resp.has_verified());
+  for (std::thread& t : clients) t.join();
+  double last_opened = 0;
+  for (int i = 0; i < kSessions; ++i) {
+    EXPECT_TRUE(out[i].opened) << "session " << i;
+    EXPECT_TRUE(out[i].verified) << "session " << i << " (opened after " << out[i].opened_after
+                                 << " s): " << out[i].error;
+    EXPECT_TRUE(out[i].ended_idle) << "session " << i;  // idle sessions still end
+    last_opened = std::max(last_opened, out[i].opened_after);
   }
-  // Idle sessions still end: nobody sends anything now.
-  for (auto& s : sessions) {
-    EXPECT_FALSE(s->Read(&resp));
-    EXPECT_EQ(s->status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << s->status.error_message();
-  }
+  // The case under test needs an answer later than the timeout.
+  EXPECT_GT(last_opened, kIdleSeconds) << "prefills too fast to outlast the idle timeout";
   EXPECT_TRUE(ServiceIdle(c.target_metrics));
 }
 
