@@ -62,6 +62,12 @@ inline __m256 Bytes8(const uint8_t* p) {
 }
 inline __m256i Load32(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
 
+template <int H, int T>
+inline void Zero(__m256 (&acc)[H][T]) {
+  for (int hh = 0; hh < H; ++hh)
+    for (int t = 0; t < T; ++t) acc[hh][t] = _mm256_setzero_ps();
+}
+
 // Half hh of a tile: group hh / 2, rows 8 (hh % 2) .. of it; lo / hi: the
 // half's rows to store (0 / 8 for a full half, lo == hi for none).
 struct HalfRows {
@@ -93,8 +99,7 @@ struct Q8_0Avx2 {
                    float* y, int64_t ldy) {
     constexpr int H = 2 * G;
     __m256 acc[H][T];
-    for (int hh = 0; hh < H; ++hh)
-      for (int t = 0; t < T; ++t) acc[hh][t] = _mm256_setzero_ps();
+    Zero<H, T>(acc);
     const Int8Pair* xs[T];
     for (int t = 0; t < T; ++t) xs[t] = a.token(t0 + t);
     const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80)), ones = _mm256_set1_epi16(1);
@@ -144,8 +149,7 @@ struct Q4_KAvx2 {
                    float* y, int64_t ldy) {
     constexpr int H = 2 * G;
     __m256 acc[H][T];
-    for (int hh = 0; hh < H; ++hh)
-      for (int t = 0; t < T; ++t) acc[hh][t] = _mm256_setzero_ps();
+    Zero<H, T>(acc);
     const Int8Pair* xs[T];
     const Float16x* ms[T];
     for (int t = 0; t < T; ++t) {
@@ -233,8 +237,7 @@ struct Q6_KAvx2 {
                    float* y, int64_t ldy) {
     constexpr int H = 2 * G;
     __m256 acc[H][T];
-    for (int hh = 0; hh < H; ++hh)
-      for (int t = 0; t < T; ++t) acc[hh][t] = _mm256_setzero_ps();
+    Zero<H, T>(acc);
     const Int8Pair* xs[T];
     const int32_t* bias[T];
     for (int t = 0; t < T; ++t) {
