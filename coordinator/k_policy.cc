@@ -34,9 +34,9 @@ void KPolicy::Observe(int32_t k, int32_t accepted, double draft_seconds, double 
     ++plain_streak_;
     return;
   }
-  // A drafting round after a full wait was the exploration: wait longer
-  // next time (a K the policy keeps choosing resets it below, in Next's
-  // terms: a drafting round after a shorter plain streak).
+  // A drafting round after a full wait was an exploration: wait twice as
+  // long next time. One after a shorter plain streak the policy chose
+  // itself: back to the shortest wait.
   explore_after_ = plain_streak_ >= explore_after_ ? std::min(2 * explore_after_, kExploreMax) : kExploreAfter;
   plain_streak_ = 0;
   acc_ = acc_ * kDecay + accepted;
