@@ -8,7 +8,13 @@
 #                            [--duration S] [--max-tokens N] [--json FILE] [--plot FILE.png]
 #                            [--prompts FILE.jsonl] [--limit N]
 #                            [--max-sessions N] [--max-waiting N] [--cpu-activations fp32|int8]
-#                            [--k adaptive|N]
+#                            [--k adaptive|N] [--prefix-tokens N]
+#
+# --prefix-tokens N runs the repeated-prefix benchmark instead of the sweep
+# (serve-bench --prefix-tokens, tools/prefix_bench.h): on fresh services, the
+# time to first token of a prompt whose first N tokens an earlier request
+# sent, against the same prompt cold; no warm-up, 8 tokens per request unless
+# --max-tokens is given.
 #
 # --max-sessions / --max-waiting go to the coordinator (64 / 256): with more
 # clients than --max-sessions the rest wait in its queue (their wait shows in
@@ -24,13 +30,13 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=${SPECSERVE_BIN:-$root/build/bin}
 pair=bundled concurrency=1,2,4,8,16,32 duration=10 max_tokens=64 json="" plot="" prompts="" limit=8
-max_sessions=64 max_waiting=256 activations=fp32 k=adaptive
+max_sessions=64 max_waiting=256 activations=fp32 k=adaptive prefix_tokens="" max_tokens_given=""
 while [ $# -gt 0 ]; do
   case $1 in
     --pair) pair=$2; shift 2 ;;
     --concurrency) concurrency=$2; shift 2 ;;
     --duration) duration=$2; shift 2 ;;
-    --max-tokens) max_tokens=$2; shift 2 ;;
+    --max-tokens) max_tokens=$2; max_tokens_given=1; shift 2 ;;
     --json) json=$2; shift 2 ;;
     --plot) plot=$2; shift 2 ;;
     --prompts) prompts=$2; shift 2 ;;
@@ -39,6 +45,7 @@ while [ $# -gt 0 ]; do
     --max-waiting) max_waiting=$2; shift 2 ;;
     --cpu-activations) activations=$2; shift 2 ;;
     --k) k=$2; shift 2 ;;
+    --prefix-tokens) prefix_tokens=$2; shift 2 ;;
     *) echo "load_sweep.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -77,6 +84,15 @@ for _ in $(seq 600); do
   sleep 0.5
 done
 sleep 2  # the coordinator reaches the draft service shortly after it serves
+if [ -n "$prefix_tokens" ]; then
+  [ -n "$max_tokens_given" ] || max_tokens=8
+  json_args=()
+  [ -n "$json" ] && json_args=(--json "$json")
+  exec_rc=0
+  "$bin/specserve" serve-bench --coordinator 127.0.0.1:$cp --target-model "$target" --draft-model "$draft" \
+    --prompts "$prompts" --max-tokens "$max_tokens" --k "$k" --prefix-tokens "$prefix_tokens" "${json_args[@]}" || exec_rc=$?
+  exit $exec_rc
+fi
 # Warm-up: every prompt once through both services (two tokens each: a
 # one-token request never drafts, and the draft service would never see the
 # prompt), so the rows measure decoding with the prompts' prefixes cached

@@ -5,7 +5,8 @@
 // same prompts in process, and prints decode tokens/s, the speedups, the
 // acceptance and where the rounds' time went (draft, verify, network).
 // With --concurrency it runs load instead (tools/load_bench.h): many clients
-// at once, with latency percentiles.
+// at once, with latency percentiles; with --prefix-tokens, the time to first
+// token of a request whose long prefix is cached (tools/prefix_bench.h).
 // A benchmark, not a test: it prints a table and, with --json, JSON.
 #include <algorithm>
 #include <chrono>
@@ -30,6 +31,7 @@
 #include "tools/coordinator_client.h"
 #include "tools/load_bench.h"
 #include "tools/openai_sender.h"
+#include "tools/prefix_bench.h"
 #include "tools/spec_bench_util.h"
 
 namespace specserve::cli {
@@ -162,9 +164,45 @@ absl::Status RunLoadMode(const CliArgs& args, const SendFn& send, bool openai,
   return absl::OkStatus();
 }
 
+// --prefix-tokens: cold and warm TTFT of a repeated prefix, with no drafter
+// and with the model drafter at --k (tools/prefix_bench.h); with
+// --openai-url, whatever that server does.
+absl::Status RunPrefixMode(const CliArgs& args, const SendFn& send, bool openai,
+                           std::vector<std::vector<TokenId>> prompts, int32_t max_tokens, int64_t k) {
+  PrefixBenchConfig c;
+  ASSIGN_OR_RETURN(int64_t n, args.Int("prefix-tokens", 1, 1 << 20));
+  ASSIGN_OR_RETURN(int64_t s, args.Int("prefix-question-tokens", 1, 4096));
+  ASSIGN_OR_RETURN(int64_t pairs, args.Int("prefix-pairs", 1, 1000));
+  c.prefix_tokens = static_cast<int32_t>(n);
+  c.suffix_tokens = static_cast<int32_t>(s);
+  c.pairs = static_cast<int>(pairs);
+  c.request.max_tokens = max_tokens;
+  if (openai) {
+    c.request.where = "openai";
+    c.request.drafter_label = "server";
+  }
+  nlohmann::json out = nlohmann::json::array();
+  for (bool speculate : openai ? std::vector<bool>{false} : std::vector<bool>{false, true}) {
+    c.request.drafter = speculate ? v1::DRAFTER_MODEL : v1::DRAFTER_NONE;
+    c.request.k = speculate ? static_cast<int32_t>(k) : 0;
+    ASSIGN_OR_RETURN(nlohmann::json rows, RunPrefixBench(send, prompts, c));
+    // The next drafter needs prefixes no earlier run cached: the next prompts.
+    prompts.erase(prompts.begin(), prompts.begin() + std::min(prompts.size(), static_cast<size_t>(c.pairs)));
+    for (auto& r : rows) out.push_back(r);
+  }
+  if (args.Given("json")) {
+    std::ofstream f(args.Str("json"));
+    f << out.dump(2) << "\n";
+    if (!f) return absl::InternalError("cannot write " + args.Str("json"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Run(const CliArgs& args) {
   ASSIGN_OR_RETURN(int64_t max_tokens, args.Int("max-tokens", 1, 900));
   ASSIGN_OR_RETURN(int64_t limit, args.Int("limit", 1, 100000));
+  // Prefix mode takes texts from as many prompts as it needs.
+  if (args.Given("prefix-tokens") && !args.Given("limit")) limit = 100000;
   int64_t k = -1;
   if (args.Str("k") != "adaptive") {
     ASSIGN_OR_RETURN(k, args.Int("k", 1, 16));
@@ -172,7 +210,9 @@ absl::Status Run(const CliArgs& args) {
   ASSIGN_OR_RETURN(int64_t threads, args.Int("threads", 1, 64));
   ASSIGN_OR_RETURN(int64_t lookup, args.Int("lookup", 0, 16));
   if (args.Given("openai-url")) {
-    if (!args.Given("concurrency")) return absl::InvalidArgumentError("--openai-url needs --concurrency");
+    if (!args.Given("concurrency") && !args.Given("prefix-tokens")) {
+      return absl::InvalidArgumentError("--openai-url needs --concurrency or --prefix-tokens");
+    }
     ASSIGN_OR_RETURN(auto target_model, Model::Load(args.Str("target-model")));
     ASSIGN_OR_RETURN(auto tok, Tokenizer::FromGguf(*target_model->file));
     ASSIGN_OR_RETURN(auto prompts, LoadPrompts(args.Str("prompts"), *tok, static_cast<int>(limit)));
@@ -182,6 +222,9 @@ absl::Status Run(const CliArgs& args) {
       if (!(f >> key)) return absl::InvalidArgumentError("cannot read an API key from " + args.Str("api-key-file"));
     }
     ASSIGN_OR_RETURN(SendFn send, OpenAiSender({args.Str("openai-url"), args.Str("openai-model"), key}, *tok));
+    if (args.Given("prefix-tokens")) {
+      return RunPrefixMode(args, send, /*openai=*/true, std::move(prompts), static_cast<int32_t>(max_tokens), k);
+    }
     return RunLoadMode(args, send, /*openai=*/true, prompts, static_cast<int32_t>(max_tokens), k);
   }
   auto stub = ConnectCoordinator(args.Str("coordinator"));
@@ -200,6 +243,10 @@ absl::Status Run(const CliArgs& args) {
   ASSIGN_OR_RETURN(auto draft_model, Model::Load(args.Str("draft-model")));
   ASSIGN_OR_RETURN(auto tok, Tokenizer::FromGguf(*target_model->file));
   ASSIGN_OR_RETURN(auto prompts, LoadPrompts(args.Str("prompts"), *tok, static_cast<int>(limit)));
+  if (args.Given("prefix-tokens")) {
+    return RunPrefixMode(args, GrpcSender(*stub), /*openai=*/false, std::move(prompts),
+                         static_cast<int32_t>(max_tokens), k);
+  }
   if (args.Given("concurrency")) {
     return RunLoadMode(args, GrpcSender(*stub), /*openai=*/false, prompts, static_cast<int32_t>(max_tokens), k);
   }
@@ -279,6 +326,11 @@ int ServeBench(int argc, char** argv) {
   args.Flag("concurrency", "",
             "load mode: comma-separated numbers of concurrent clients (e.g. 1,4,16); each row reports throughput, "
             "goodput and TTFT / inter-token / end-to-end latency percentiles (tools/load_bench.h)");
+  args.Flag("prefix-tokens", "",
+            "prefix mode: the time to first token of a request whose first N tokens an earlier request sent "
+            "(cold vs warm; tools/prefix_bench.h); reads every prompt unless --limit is given");
+  args.Flag("prefix-question-tokens", "16", "prefix mode: the tokens after the shared prefix");
+  args.Flag("prefix-pairs", "4", "prefix mode: cold/warm pairs per drafter");
   args.Flag("request-rate", "0", "load mode: Poisson arrivals per second (0: closed loop)");
   args.Flag("duration", "30", "load mode: seconds per row (no request starts after this)");
   args.Flag("slo-ttft-ms", "2000", "load mode: goodput counts requests with TTFT within this ...");

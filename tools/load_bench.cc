@@ -180,16 +180,12 @@ absl::StatusOr<LoadResult> RunLoad(const SendFn& send, const std::vector<std::ve
   return r;
 }
 
-namespace {
-
 std::string DrafterLabel(const LoadConfig& c) {
   if (!c.drafter_label.empty()) return c.drafter_label;
   if (c.drafter == v1::DRAFTER_NONE) return "none";
   const std::string name = c.drafter == v1::DRAFTER_NGRAM ? "ngram" : "model";
   return name + (c.k < 0 ? "/ad" : "/" + std::to_string(c.k));
 }
-
-}  // namespace
 
 void PrintLoadHeader() {
   std::printf("%4s %4s %-9s %5s %4s %9s %9s %15s %15s %17s %7s %8s\n", "conc", "T", "drafter", "req", "err",

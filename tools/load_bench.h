@@ -99,6 +99,9 @@ Percentiles ComputePercentiles(std::vector<double>& v);
 absl::StatusOr<LoadResult> RunLoad(const SendFn& send, const std::vector<std::vector<TokenId>>& prompts,
                                    const LoadConfig& config);
 
+// "none", "model/ad", "ngram/4", or the config's drafter_label.
+std::string DrafterLabel(const LoadConfig& config);
+
 // The table's header and one row per result; the row as a JSON object with
 // concurrency, drafter ("none" for plain decoding), where ("services"),
 // throughput_tokens_per_s and the *_p50_ms / *_p90_ms / *_p99_ms fields.

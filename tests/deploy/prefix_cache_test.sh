@@ -42,4 +42,34 @@ ask "$prefix"$'\nclass Other:\n' shared
 [ "$(hit_tokens "$TARGET_METRICS_PORT")" -gt "$target_hits" ] || fail "a prompt sharing the prefix attached nothing"
 ttft() { sed -n 's/.*time to first token \([0-9.]*\) ms.*/\1/p' "$work/$1.err"; }
 deploy_log "time to first token: cold $(ttft cold) ms, same prompt again $(ttft warm) ms, shared prefix $(ttft shared) ms; cached positions attached: target $target_hits, draft $draft_hits"
+
+# The benchmark of it (serve-bench --prefix-tokens, tools/prefix_bench.h): 2
+# cold/warm pairs per drafter on texts that each begin at a different prompt
+# (none of them sent before).
+"$PYTHON" - "$DEPLOY_ROOT/bench/prompts.jsonl" "$work/rotated.jsonl" <<'PY'
+import json, sys
+lines = [json.loads(l)["prompt"] for l in open(sys.argv[1]) if l.strip()]
+with open(sys.argv[2], "w") as f:
+    for i in range(1, 5):  # not from prompt 0: $prefix above began there
+        f.write(json.dumps({"prompt": "\n".join(lines[i:] + lines[:i])}) + "\n")
+PY
+"$SPECSERVE_BIN/specserve" serve-bench --coordinator "$COORD_ADDR" \
+  --target-model "$DEPLOY_ROOT/models/code-target-7m.gguf" --draft-model "$DEPLOY_ROOT/models/code-draft-1m.gguf" \
+  --prompts "$work/rotated.jsonl" --prefix-tokens 192 --prefix-pairs 2 --max-tokens 4 --k 4 \
+  --json "$work/prefix.json" >"$work/prefix.txt" || fail "serve-bench --prefix-tokens: $(cat "$work/prefix.txt")"
+cat "$work/prefix.txt" >&2
+"$PYTHON" - "$work/prefix.json" <<'PY' || fail "prefix rows"
+import json, sys
+rows = json.load(open(sys.argv[1]))
+assert [(r["pair"], r["drafter"]) for r in rows] == [
+    (0, "none"), (1, "none"), ("median", "none"), (0, "model/4"), (1, "model/4"), ("median", "model/4")], rows
+for r in rows:
+    assert r["where"] == "services" and r["prefix_tokens"] == 192 and r["suffix_tokens"] == 16, r
+    assert r["cold_ttft_ms"] > 0 and r["warm_ttft_ms"] > 0, r
+# The cached prefix is 12 of the cold prompt's 13 blocks of 16: a warm
+# request that took as long as a cold one attached nothing.
+for r in rows:
+    if r["pair"] == "median":
+        assert r["warm_ttft_ms"] < r["cold_ttft_ms"], r
+PY
 deploy_log "PASS"
