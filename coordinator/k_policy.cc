@@ -27,7 +27,7 @@ double KPolicy::DecayedLine::At(double x, double lone_slope) const {
   return std::max(1e-9, my + slope * (x - mx));
 }
 
-void KPolicy::Observe(int32_t k, int32_t accepted, double draft_seconds, double verify_seconds) {
+void KPolicy::Observe(int32_t k, int32_t accepted, double draft_seconds, double verify_seconds, Wait wait) {
   if (!script_.empty()) ++script_round_;
   if (!adaptive_) return;
   if (k <= 0) {
@@ -41,8 +41,26 @@ void KPolicy::Observe(int32_t k, int32_t accepted, double draft_seconds, double 
   plain_streak_ = 0;
   acc_ = acc_ * kDecay + accepted;
   rej_ = rej_ * kDecay + (accepted < k ? 1 : 0);
-  draft_.Add(k, draft_seconds);
-  verify_.Add(k + 1, verify_seconds);
+  const bool ahead = wait == Wait::kDraftedAhead;
+  if (last_full_) {
+    ahead_chances_ = ahead_chances_ * kDecay + 1;
+    ahead_hits_ = ahead_hits_ * kDecay + (ahead ? 1 : 0);
+  }
+  last_full_ = accepted == k;
+  if (ahead) {
+    ahead_wait_ += (ahead_hits_ <= 1 ? 1.0 : 1.0 - kDecay) * (draft_seconds - ahead_wait_);
+  }
+  // A line that holds only a first round's figures is replaced by the first
+  // ordinary one.
+  const bool prefill = wait == Wait::kWithPrefill;
+  auto add = [&](DecayedLine& line, bool& provisional, double x, double y) {
+    if (provisional && !prefill) line = DecayedLine{};
+    if (prefill && line.sw > 0 && !provisional) return;  // a measured line is not disturbed
+    provisional = prefill;
+    line.Add(x, y);
+  };
+  if (!ahead) add(draft_, draft_provisional_, k, draft_seconds);
+  add(verify_, verify_provisional_, k + 1, verify_seconds);
   ++rounds_;
 }
 
@@ -53,7 +71,15 @@ double KPolicy::VerifyCost(int32_t n) const { return verify_.At(n, 0.25); }
 
 // With one K seen, all of its wait counts per drafted token (the dearer
 // guess for larger K; a second K fits the fixed part).
-double KPolicy::DraftCost(int32_t k) const { return k <= 0 ? 0 : draft_.At(k, 1.0); }
+// The look-ahead is ready with probability h(k) = a^k g (see the header).
+double KPolicy::DraftCost(int32_t k) const {
+  if (k <= 0) return 0;
+  const double on_demand = draft_.At(k, 1.0);
+  if (ahead_chances_ <= 0 || ahead_hits_ <= 0) return on_demand;
+  const double g = ahead_hits_ / ahead_chances_;
+  const double h = std::pow(std::clamp(acceptance_estimate(), 0.0, 1.0), k) * g;
+  return (1 - h) * on_demand + h * ahead_wait_;
+}
 
 void KPolicy::ObserveTarget(const TargetLoad& load, double network_seconds) {
   if (!adaptive_ || !load.known) return;

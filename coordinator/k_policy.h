@@ -25,6 +25,17 @@
 // verdict reaching the draft, a look-ahead pass being dropped) that a cost
 // per step would charge K times.
 //
+// With the draft's look-ahead (coordinator --overlap) the block of a round
+// that follows a fully accepted one is often ready at once: the draft
+// service drafted it during the last verify, guessing the bonus token. So
+// the line above is fitted over blocks drafted on demand only, and a round
+// of K expects to wait
+//   (1 - h(K)) * (d0 + d1 K) + h(K) * ready_wait,   h(K) = a^K * g,
+// where g is the measured share of rounds after a fully accepted one whose
+// block was ready (0 without a look-ahead). A request's first round waits
+// for both services' prefill of the prompt: it teaches acceptance, and its
+// costs stand in only until an ordinary round measures them.
+//
 // Plain rounds teach the policy nothing about acceptance or the draft's
 // cost, so a K = 0 chosen on a few unlucky rounds would stay for good (seen
 // through the services at 1 client: acceptance estimated 0.61 after 5
@@ -60,9 +71,16 @@ class KPolicy {
 
   bool adaptive() const { return adaptive_; }
   int32_t Next() const;
+  // What a round's waits measured.
+  enum class Wait {
+    kOnDemand,      // the draft drafted the block when asked; the target verified it
+    kDraftedAhead,  // the block was the look-ahead drafted during the last verify
+    kWithPrefill,   // a request's first round: both waits include the prompt's prefill
+  };
   // One round's outcome: k drafted, `accepted` of them taken; seconds spent
-  // drafting (all k tokens) and verifying.
-  void Observe(int32_t k, int32_t accepted, double draft_seconds, double verify_seconds);
+  // waiting for the proposal and verifying.
+  void Observe(int32_t k, int32_t accepted, double draft_seconds, double verify_seconds,
+               Wait wait = Wait::kOnDemand);
   double acceptance_estimate() const;
   // Predicted verify seconds for a pass over n tokens (0 before any round).
   double VerifyCost(int32_t n) const;
@@ -98,7 +116,15 @@ class KPolicy {
     double At(double x, double lone_slope) const;
   };
   DecayedLine verify_;  // x = tokens in the pass, y = verify seconds
-  DecayedLine draft_;   // x = k drafted, y = seconds waiting for the proposal
+  DecayedLine draft_;   // x = k drafted on demand, y = seconds waiting for the proposal
+  // A first round's waits (with the prefill) stand in only until a round
+  // measures the line itself.
+  bool verify_provisional_ = false, draft_provisional_ = false;
+  // The look-ahead: of the rounds after a fully accepted one, the decayed
+  // share whose block was ready (the guessed bonus token was right too), and
+  // the decayed mean wait for such a block.
+  double ahead_hits_ = 0, ahead_chances_ = 0, ahead_wait_ = 0;
+  bool last_full_ = false;  // the last round accepted all it drafted
   int64_t rounds_ = 0;
   int32_t plain_streak_ = 0;               // plain rounds in a row
   int32_t explore_after_ = kExploreAfter;  // ... before an exploring K = 1

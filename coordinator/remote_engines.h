@@ -95,6 +95,7 @@ class RemoteVerifier final : public Verifier {
   absl::Status Open(const SessionSpec& spec) override;
   absl::StatusOr<RoundResult> Verify(int64_t round, const Proposal& p) override;
   void Close() override { session_.Close(); }
+  bool remote() const override { return true; }
 
  private:
   v1::TargetService::StubInterface* stub_;

@@ -42,6 +42,9 @@ class Verifier {
   // Verifies `p` (K = p.tokens.size(), 0 allowed: a plain decoding step).
   virtual absl::StatusOr<RoundResult> Verify(int64_t round, const Proposal& p) = 0;
   virtual void Close() = 0;
+  // True when Verify crosses the network; its Open only sends the prompt, so
+  // the first Verify waits for the service's prefill.
+  virtual bool remote() const { return false; }
 };
 
 }  // namespace specserve

@@ -45,7 +45,7 @@ class Loop {
       Proposal proposal = Propose(rec);
       ASSIGN_OR_RETURN(RoundResult verdict, Verify(proposal, rec));
       st_.Add(rec);
-      opts_.k.Observe(rec.drafted, rec.accepted, rec.draft_wall, rec.verify_wall);
+      opts_.k.Observe(rec.drafted, rec.accepted, rec.draft_wall, rec.verify_wall, WaitOf(rec));
       opts_.k.ObserveTarget(verdict.target_load, rec.verify_wall - rec.verify_seconds);
       if (opts_.on_target_load && verdict.target_load.known) {
         opts_.on_target_load(verdict.target_load, rec.verify_wall - rec.verify_seconds);
@@ -66,6 +66,15 @@ class Loop {
 
  private:
   int64_t remaining() const { return spec_.max_new_tokens - st_.generated; }
+
+  // What this round's waits measured, for adaptive K: the first round's
+  // include a remote service's prefill of the prompt (a local engine
+  // prefills in Open, outside the round).
+  KPolicy::Wait WaitOf(const RoundRecord& rec) const {
+    const bool remote = verifier_.remote() || (drafter_ && drafter_->remote());
+    if (st_.rounds == 1 && remote) return KPolicy::Wait::kWithPrefill;
+    return rec.drafted_ahead ? KPolicy::Wait::kDraftedAhead : KPolicy::Wait::kOnDemand;
+  }
 
   // Replaces a failed drafter; the replacement resumes from the committed
   // sequence with what is left of the budget.
