@@ -10,6 +10,13 @@ constexpr double kDecay = 0.95;  // ~20-round memory: follows a prompt's changin
 
 double KPolicy::acceptance_estimate() const { return acc_ / (acc_ + rej_); }
 
+// Each session of a batch of B waits B times as long: the batch explores
+// about as often as one session alone would.
+int64_t KPolicy::ExploreWait() const {
+  const double b = load_.known ? std::max(1.0, std::round(load_.sessions_per_pass)) : 1.0;
+  return static_cast<int64_t>(explore_after_ * b);
+}
+
 void KPolicy::DecayedLine::Add(double x, double y) {
   sw = sw * kDecay + 1;
   sx = sx * kDecay + x;
@@ -37,7 +44,7 @@ void KPolicy::Observe(int32_t k, int32_t accepted, double draft_seconds, double 
   // A drafting round after a full wait was an exploration: wait twice as
   // long next time. One after a shorter plain streak the policy chose
   // itself: back to the shortest wait.
-  explore_after_ = plain_streak_ >= explore_after_ ? std::min(2 * explore_after_, kExploreMax) : kExploreAfter;
+  explore_after_ = plain_streak_ >= ExploreWait() ? std::min(2 * explore_after_, kExploreMax) : kExploreAfter;
   plain_streak_ = 0;
   acc_ = acc_ * kDecay + accepted;
   rej_ = rej_ * kDecay + (accepted < k ? 1 : 0);
@@ -121,7 +128,7 @@ int32_t KPolicy::Next() const {
   if (rounds_ == 0) return std::min(best, k_);
   // Plain for a while: one round of K = 1 measures acceptance and the
   // draft's cost again (see the header).
-  if (best == 0 && plain_streak_ >= explore_after_) return 1;
+  if (best == 0 && plain_streak_ >= ExploreWait()) return 1;
   return best;
 }
 

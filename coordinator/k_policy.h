@@ -42,9 +42,12 @@
 // rounds, every later round plain, against 0.85 measured with a fixed K).
 // So after kExploreAfter plain rounds in a row the policy drafts K = 1 for one
 // round, and doubles that wait (up to kExploreMax) each time the exploration
-// does not bring K back; a K > 0 the policy chose itself resets it. Under a
-// saturated target an exploring round costs the batch one more token in a
-// pass of many, at most once in kExploreMax rounds per session. With one session that is the latency chain, as without a report;
+// does not bring K back; a K > 0 the policy chose itself resets it. In a
+// target's batch of B sessions each waits B times as long, so that the batch
+// as a whole explores about as often as one session alone: under a saturated
+// target an exploring round costs the batch one more token in a pass of many.
+//
+// With one session the round time is the latency chain, as without a report;
 // once the target is saturated and compute-bound, every drafted token costs
 // a token's worth of target work, E(K) / (K + 1) < 1 loses to K = 0, and K
 // falls to 0; when the load falls it rises again.
@@ -127,7 +130,8 @@ class KPolicy {
   bool last_full_ = false;  // the last round accepted all it drafted
   int64_t rounds_ = 0;
   int32_t plain_streak_ = 0;               // plain rounds in a row
-  int32_t explore_after_ = kExploreAfter;  // ... before an exploring K = 1
+  int32_t explore_after_ = kExploreAfter;  // ... before an exploring K = 1, times the batch:
+  int64_t ExploreWait() const;
   TargetLoad load_;           // the latest report
   double network_s_ = 0;      // decayed mean seconds of a verify call outside the target
 };

@@ -71,6 +71,10 @@ void DeclareServiceFlags(CliArgs& a, const std::string& default_listen, int defa
   a.Flag("queue-timeout-s", "10",
          "a session that does not fit the KV pool or --max-sessions waits this long, in arrival order, before "
          "RESOURCE_EXHAUSTED (0: refuse at once)");
+  a.Flag("batch-gather-ms", "10",
+         "before a pass, wait up to this long (and at most half the last pass) for the sessions the last pass "
+         "served to send their next message, so they share one batched pass instead of splitting into cohorts "
+         "that alternate (0: never wait)");
   a.Flag("session-idle-timeout-s", "30",
          "a session with no message for this long ends (DEADLINE_EXCEEDED) and frees its KV reservation (0: never)");
   DeclareTlsFlags(a, TlsRole::kServer);
@@ -95,6 +99,8 @@ absl::StatusOr<ServiceFlags> ReadServiceFlags(const CliArgs& a) {
   f.backend.kv_contexts = f.max_sessions;
   ASSIGN_OR_RETURN(f.backend.kv_memory_mib, a.Int("kv-memory-mib", 0, int64_t{1} << 30));
   f.backend.device = static_cast<int>(device);
+  ASSIGN_OR_RETURN(double gather_ms, a.Double("batch-gather-ms", 0, 10000));
+  f.batch_gather = std::chrono::microseconds(static_cast<int64_t>(gather_ms * 1000));
   ASSIGN_OR_RETURN(double idle_s, a.Double("session-idle-timeout-s", 0, 24 * 3600));
   f.session_idle_timeout = std::chrono::milliseconds(static_cast<int64_t>(idle_s * 1000));
   ASSIGN_OR_RETURN(double queue_s, a.Double("queue-timeout-s", 0, 3600));

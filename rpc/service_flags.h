@@ -38,6 +38,9 @@ struct ServiceFlags : ServerFlags {
   std::chrono::milliseconds queue_timeout{10000};
   std::vector<int> cpus;  // --cpus: cores to pin the process to (empty: no pinning)
   bool prefix_cache = true;  // --prefix-cache: share the KV blocks of common prompt prefixes
+  // --batch-gather-ms: how long a pass may wait for the sessions the last
+  // pass served (rpc/session_service.h "Gather").
+  std::chrono::microseconds batch_gather{10000};
 };
 
 // Declares the server flags and --model, --threads, --cpus, --kv-blocks, --backend,

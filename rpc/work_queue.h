@@ -26,7 +26,8 @@ class WorkQueue {
   // Moves every queued item into *out (appending). With `wait`, blocks until
   // there is at least one or `timeout` passes. Returns false once Stop()ped
   // and empty.
-  bool TakeAll(std::deque<T>* out, bool wait, std::chrono::milliseconds timeout) {
+  template <class Rep, class Period>
+  bool TakeAll(std::deque<T>* out, bool wait, std::chrono::duration<Rep, Period> timeout) {
     std::unique_lock<std::mutex> lock(mu_);
     if (wait) cv_.wait_for(lock, timeout, [&] { return !items_.empty() || stopped_; });
     for (T& item : items_) out->push_back(std::move(item));

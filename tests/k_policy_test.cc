@@ -360,6 +360,31 @@ TEST(KPolicyLoadAware, ExplorationBacksOffWhilePlainStaysRight) {
   EXPECT_LE(explorations, 6);
 }
 
+TEST(KPolicyLoadAware, ASessionInABatchExploresAsRarelyAsTheBatch) {
+  // 16 clients of 32-token requests on the ~1B target (2-core Zen 4): each
+  // new request explored K = 1 after 8 plain rounds and again 16 later, so
+  // about one pass in 16 carried a drafted token per session nobody wanted,
+  // and adaptive K lost to plain decoding (0.94x). With B sessions in every
+  // pass, a session waits B times as long before exploring: the batch
+  // explores about as often as one session alone does.
+  const TargetLoad saturated{true, 0.010, 0.008, 16, 16, {}};
+  KPolicy p = KPolicy::Adaptive(4);
+  // Its first two rounds drafted (the report it started from was older), then K = 0.
+  for (int i = 0; i < 2; ++i) {
+    p.Observe(2, 1, 0.02, PassSeconds(saturated, 48));
+    p.ObserveTarget(saturated, 0.001);
+  }
+  ASSERT_EQ(p.Next(), 0);
+  int explorations = 0;
+  for (int i = 0; i < 32; ++i) {
+    const int32_t k = p.Next();
+    explorations += k > 0;
+    p.Observe(k, 0, 0.01 * k, PassSeconds(saturated, 16 * (k + 1)));
+    p.ObserveTarget(saturated, 0.001);
+  }
+  EXPECT_EQ(explorations, 0);
+}
+
 TEST(KPolicyAdaptive, TheDraftsFixedWaitIsNotChargedPerToken) {
   // Proposals of 1 and 4 tokens wait 24 and 51 ms: 15 ms fixed + 9 ms a
   // token. Charged per token (24 ms), a K of 3 would cost 72 ms; the line says 42.
