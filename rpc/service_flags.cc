@@ -71,7 +71,7 @@ void DeclareServiceFlags(CliArgs& a, const std::string& default_listen, int defa
   a.Flag("queue-timeout-s", "10",
          "a session that does not fit the KV pool or --max-sessions waits this long, in arrival order, before "
          "RESOURCE_EXHAUSTED (0: refuse at once)");
-  a.Flag("batch-gather-ms", "10",
+  a.Flag("batch-gather-ms", "30",
          "before a pass, wait up to this long (and at most half the last pass) for the sessions the last pass "
          "served to send their next message, so they share one batched pass instead of splitting into cohorts "
          "that alternate (0: never wait)");

@@ -40,7 +40,7 @@ struct ServiceFlags : ServerFlags {
   bool prefix_cache = true;  // --prefix-cache: share the KV blocks of common prompt prefixes
   // --batch-gather-ms: how long a pass may wait for the sessions the last
   // pass served (rpc/session_service.h "Gather").
-  std::chrono::microseconds batch_gather{10000};
+  std::chrono::microseconds batch_gather{30000};
 };
 
 // Declares the server flags and --model, --threads, --cpus, --kv-blocks, --backend,

@@ -66,7 +66,8 @@ class SessionService : public SessionSink<Req, Resp> {
   // verdict still miss the pass that starts at once with whoever else is
   // queued, and a batch splits into cohorts that alternate, each pass
   // holding half the sessions (seen on the ~1B target at 16 clients: 7.8
-  // sessions a pass out of 16). Call before Attach.
+  // sessions a pass out of 16). A session that never answers is waited for
+  // once: it is not among the sessions the next pass serves. Call before Attach.
   void SetBatchGather(std::chrono::microseconds window) { gather_ = window; }
 
   // The model is loaded: start the scheduler and let sessions in. A session
