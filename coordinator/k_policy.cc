@@ -57,12 +57,11 @@ void KPolicy::Observe(int32_t k, int32_t accepted, double draft_seconds, double 
   if (ahead) {
     ahead_wait_ += (ahead_hits_ <= 1 ? 1.0 : 1.0 - kDecay) * (draft_seconds - ahead_wait_);
   }
-  // A line that holds only a first round's figures is replaced by the first
-  // ordinary one.
+  // A line that holds only a first round's figures (the lines are empty
+  // before it) is replaced by the first ordinary one.
   const bool prefill = wait == Wait::kWithPrefill;
   auto add = [&](DecayedLine& line, bool& provisional, double x, double y) {
-    if (provisional && !prefill) line = DecayedLine{};
-    if (prefill && line.sw > 0 && !provisional) return;  // a measured line is not disturbed
+    if (provisional) line = DecayedLine{};
     provisional = prefill;
     line.Add(x, y);
   };

@@ -108,6 +108,15 @@ Row FromBenchRun(const BenchRun& r, double temperature, int32_t k) {
   return row;
 }
 
+// With --json, the rows to that file.
+absl::Status WriteJson(const CliArgs& args, const nlohmann::json& rows) {
+  if (!args.Given("json")) return absl::OkStatus();
+  std::ofstream f(args.Str("json"));
+  f << rows.dump(2) << "\n";
+  if (!f) return absl::InternalError("cannot write " + args.Str("json"));
+  return absl::OkStatus();
+}
+
 // --concurrency: the load table (tools/load_bench.h), plain decoding and the
 // model drafter at each concurrency and temperature, through the services.
 // With --openai-url: one row per concurrency and temperature against that
@@ -156,12 +165,7 @@ absl::Status RunLoadMode(const CliArgs& args, const SendFn& send, bool openai,
       }
     }
   }
-  if (args.Given("json")) {
-    std::ofstream f(args.Str("json"));
-    f << out.dump(2) << "\n";
-    if (!f) return absl::InternalError("cannot write " + args.Str("json"));
-  }
-  return absl::OkStatus();
+  return WriteJson(args, out);
 }
 
 // --prefix-tokens: cold and warm TTFT of a repeated prefix, with no drafter
@@ -190,12 +194,7 @@ absl::Status RunPrefixMode(const CliArgs& args, const SendFn& send, bool openai,
     prompts.erase(prompts.begin(), prompts.begin() + std::min(prompts.size(), static_cast<size_t>(c.pairs)));
     for (auto& r : rows) out.push_back(r);
   }
-  if (args.Given("json")) {
-    std::ofstream f(args.Str("json"));
-    f << out.dump(2) << "\n";
-    if (!f) return absl::InternalError("cannot write " + args.Str("json"));
-  }
-  return absl::OkStatus();
+  return WriteJson(args, out);
 }
 
 absl::Status Run(const CliArgs& args) {
@@ -299,12 +298,7 @@ absl::Status Run(const CliArgs& args) {
                      {"network_share", r.share(r.network_s)}});
     }
   }
-  if (args.Given("json")) {
-    std::ofstream f(args.Str("json"));
-    f << out.dump(2) << "\n";
-    if (!f) return absl::InternalError("cannot write " + args.Str("json"));
-  }
-  return absl::OkStatus();
+  return WriteJson(args, out);
 }
 
 }  // namespace
