@@ -20,7 +20,6 @@ if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
   # Only what the filter below runs: every test file that names CUDA or the
   # e2e generation suite (the e2e tests pull in the three servers), plus
   # the specserve CLI; the rest of the suite ran on the CPU build above.
-  # (Building everything twice took half of CI's wall time on 2 cores.)
   cuda_tests=$(grep -l -E 'Cuda|cuda|GenerationTest' tests/*_test.cc | xargs -n1 basename | sed 's/\.cc$//')
   # shellcheck disable=SC2086
   ninja -C build-cuda -j"$jobs" specserve $cuda_tests
