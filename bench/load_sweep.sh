@@ -8,13 +8,18 @@
 #                            [--duration S] [--max-tokens N] [--json FILE] [--plot FILE.png]
 #                            [--prompts FILE.jsonl] [--limit N]
 #                            [--max-sessions N] [--max-waiting N] [--cpu-activations fp32|int8]
-#                            [--k adaptive|N] [--prefix-tokens N]
+#                            [--k adaptive|N] [--prefix-tokens N] [--repeats R]
 #
 # --prefix-tokens N runs the repeated-prefix benchmark instead of the sweep
 # (serve-bench --prefix-tokens, tools/prefix_bench.h): on fresh services, the
 # time to first token of a prompt whose first N tokens an earlier request
 # sent, against the same prompt cold; no warm-up, 8 tokens per request unless
 # --max-tokens is given.
+#
+# --repeats R splits each row's --duration into R slices run in turn with
+# the other drafter's (plain, speculative, plain, ...) and merged
+# (serve-bench --repeats), so that a slow spell of a shared machine falls on
+# both columns of a ratio.
 #
 # --max-sessions / --max-waiting go to the coordinator (64 / 256): with more
 # clients than --max-sessions the rest wait in its queue (their wait shows in
@@ -29,6 +34,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=${SPECSERVE_BIN:-$root/build/bin}
+repeats=1
 pair=bundled concurrency=1,2,4,8,16,32 duration=10 max_tokens=64 json="" plot="" prompts="" limit=8
 max_sessions=64 max_waiting=256 activations=fp32 k=adaptive prefix_tokens="" max_tokens_given=""
 while [ $# -gt 0 ]; do
@@ -36,6 +42,7 @@ while [ $# -gt 0 ]; do
     --pair) pair=$2; shift 2 ;;
     --concurrency) concurrency=$2; shift 2 ;;
     --duration) duration=$2; shift 2 ;;
+    --repeats) repeats=$2; shift 2 ;;
     --max-tokens) max_tokens=$2; max_tokens_given=1; shift 2 ;;
     --json) json=$2; shift 2 ;;
     --plot) plot=$2; shift 2 ;;
@@ -104,7 +111,7 @@ json_args=()
 [ -n "$json" ] && json_args=(--json "$json")
 "$bin/specserve" serve-bench --coordinator 127.0.0.1:$cp --target-model "$target" --draft-model "$draft" \
   --prompts "$prompts" --limit "$limit" --max-tokens "$max_tokens" --temperatures 0 --k "$k" \
-  --concurrency "$concurrency" --duration "$duration" "${json_args[@]}"
+  --concurrency "$concurrency" --duration "$duration" --repeats "$repeats" "${json_args[@]}"
 if [ -n "$plot" ]; then
   python3 "$root/bench/plot_load.py" "$json" "$plot" --title "serve-bench, $pair pair, K $k vs plain"
 fi

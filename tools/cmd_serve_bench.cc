@@ -131,6 +131,7 @@ absl::Status RunLoadMode(const CliArgs& args, const SendFn& send, bool openai,
   base.max_tokens = max_tokens;
   ASSIGN_OR_RETURN(base.request_rate, args.Double("request-rate", 0, 1e6));
   ASSIGN_OR_RETURN(base.duration_s, args.Double("duration", 1, 24 * 3600));
+  ASSIGN_OR_RETURN(int64_t repeats, args.Int("repeats", 1, 100));
   ASSIGN_OR_RETURN(base.slo_ttft_ms, args.Double("slo-ttft-ms", 0, 1e9));
   ASSIGN_OR_RETURN(base.slo_itl_ms, args.Double("slo-itl-ms", 0, 1e9));
   std::vector<int> levels;
@@ -152,13 +153,24 @@ absl::Status RunLoadMode(const CliArgs& args, const SendFn& send, bool openai,
     double temperature = 0;
     if (!absl::SimpleAtod(t, &temperature) || temperature < 0) return absl::InvalidArgumentError("bad temperature " + t);
     for (int n : levels) {
-      for (bool speculate : openai ? std::vector<bool>{false} : std::vector<bool>{false, true}) {
-        LoadConfig c = base;
-        c.concurrency = n;
-        c.temperature = static_cast<float>(temperature);
-        c.drafter = speculate ? v1::DRAFTER_MODEL : v1::DRAFTER_NONE;
-        c.k = speculate ? static_cast<int32_t>(k) : 0;
-        ASSIGN_OR_RETURN(LoadResult r, RunLoad(send, prompts, c));
+      // --repeats R: R slices of duration / R per drafter, in turn (plain,
+      // speculative, plain, ...), merged into one row each.
+      const std::vector<bool> modes = openai ? std::vector<bool>{false} : std::vector<bool>{false, true};
+      std::vector<std::vector<LoadResult>> slices(modes.size());
+      for (int64_t rep = 0; rep < repeats; ++rep) {
+        for (size_t m = 0; m < modes.size(); ++m) {
+          LoadConfig c = base;
+          c.concurrency = n;
+          c.temperature = static_cast<float>(temperature);
+          c.drafter = modes[m] ? v1::DRAFTER_MODEL : v1::DRAFTER_NONE;
+          c.k = modes[m] ? static_cast<int32_t>(k) : 0;
+          c.duration_s = base.duration_s / static_cast<double>(repeats);
+          ASSIGN_OR_RETURN(LoadResult r, RunLoad(send, prompts, c));
+          slices[m].push_back(std::move(r));
+        }
+      }
+      for (const std::vector<LoadResult>& parts : slices) {
+        ASSIGN_OR_RETURN(LoadResult r, MergeLoad(parts));
         PrintLoadRow(r);
         std::fflush(stdout);
         out.push_back(LoadRowJson(r));
@@ -327,6 +339,10 @@ int ServeBench(int argc, char** argv) {
   args.Flag("prefix-pairs", "4", "prefix mode: cold/warm pairs per drafter");
   args.Flag("request-rate", "0", "load mode: Poisson arrivals per second (0: closed loop)");
   args.Flag("duration", "30", "load mode: seconds per row (no request starts after this)");
+  args.Flag("repeats", "1",
+            "load mode: split each row's --duration into this many slices, run in turn with the other "
+            "drafter's (plain, speculative, plain, ...) and merged, so that a slow spell of a shared "
+            "machine falls on both");
   args.Flag("slo-ttft-ms", "2000", "load mode: goodput counts requests with TTFT within this ...");
   args.Flag("slo-itl-ms", "200", "... and p99 inter-token latency within this");
   args.Flag("openai-url", "",

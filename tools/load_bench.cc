@@ -10,6 +10,7 @@
 #include <random>
 #include <thread>
 
+#include "common/status_macros.h"
 #include "tools/coordinator_client.h"
 
 namespace specserve::cli {
@@ -148,9 +149,13 @@ absl::StatusOr<LoadResult> RunLoad(const SendFn& send, const std::vector<std::ve
   progress_cv.notify_all();
   progress.join();
 
+  return SummarizeLoad(config, std::move(samples), std::chrono::duration<double>(last_end - start).count());
+}
+
+absl::StatusOr<LoadResult> SummarizeLoad(const LoadConfig& config, std::vector<RequestSample> samples, double wall_s) {
   LoadResult r;
   r.config = config;
-  r.wall_s = std::chrono::duration<double>(last_end - start).count();
+  r.wall_s = wall_s;
   std::vector<double> ttft, itl, e2e;
   for (RequestSample& s : samples) {
     ++r.requests;
@@ -177,6 +182,23 @@ absl::StatusOr<LoadResult> RunLoad(const SendFn& send, const std::vector<std::ve
   r.ttft_ms = ComputePercentiles(ttft);
   r.itl_ms = ComputePercentiles(itl);
   r.e2e_ms = ComputePercentiles(e2e);
+  r.samples = std::move(samples);
+  return r;
+}
+
+absl::StatusOr<LoadResult> MergeLoad(const std::vector<LoadResult>& parts) {
+  if (parts.empty()) return absl::InvalidArgumentError("serve-bench: nothing to merge");
+  LoadConfig config = parts[0].config;
+  config.duration_s = 0;
+  std::vector<RequestSample> samples;
+  double wall_s = 0;
+  for (const LoadResult& p : parts) {
+    config.duration_s += p.config.duration_s;
+    wall_s += p.wall_s;
+    samples.insert(samples.end(), p.samples.begin(), p.samples.end());
+  }
+  ASSIGN_OR_RETURN(LoadResult r, SummarizeLoad(config, std::move(samples), wall_s));
+  r.repeats = static_cast<int>(parts.size());
   return r;
 }
 
@@ -216,6 +238,7 @@ nlohmann::json LoadRowJson(const LoadResult& r) {
                       {"errors", r.errors},
                       {"tokens", r.tokens},
                       {"wall_seconds", r.wall_s},
+                      {"repeats", r.repeats},
                       {"throughput_tokens_per_s", r.throughput()},
                       {"goodput_tokens_per_s", r.goodput()},
                       {"acceptance_rate", r.acceptance()},

@@ -83,6 +83,8 @@ struct LoadResult {
   double wall_s = 0;
   Percentiles ttft_ms, itl_ms, e2e_ms;
   std::string first_error;
+  int repeats = 1;                     // slices merged into this row (MergeLoad)
+  std::vector<RequestSample> samples;  // every request, for merging
 
   double throughput() const { return wall_s > 0 ? tokens / wall_s : 0; }
   double goodput() const { return wall_s > 0 ? good_tokens / wall_s : 0; }
@@ -98,6 +100,15 @@ Percentiles ComputePercentiles(std::vector<double>& v);
 // requests are counted in `errors`.
 absl::StatusOr<LoadResult> RunLoad(const SendFn& send, const std::vector<std::vector<TokenId>>& prompts,
                                    const LoadConfig& config);
+
+// The figures of `samples` (requests of `config`) over `wall_s` seconds.
+absl::StatusOr<LoadResult> SummarizeLoad(const LoadConfig& config, std::vector<RequestSample> samples, double wall_s);
+
+// One row from runs of the same config (serve-bench --repeats: slices of a
+// row's duration, alternating with the other drafters' slices so that a slow
+// spell of a shared machine falls on every drafter): their requests pooled,
+// their wall times added, the percentiles over all of them.
+absl::StatusOr<LoadResult> MergeLoad(const std::vector<LoadResult>& parts);
 
 // "none", "model/ad", "ngram/4", or the config's drafter_label.
 std::string DrafterLabel(const LoadConfig& config);

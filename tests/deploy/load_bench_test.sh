@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # `specserve serve-bench --concurrency` against the real servers: starts the
 # three processes with the bundled models, runs closed-loop load at 1 and 3
-# clients and an open-loop row, and checks the JSON rows: every field there,
-# no errors, percentiles in order, the model drafter accepting tokens, and
-# both services back to zero open sessions afterwards. Then the same load
+# clients (each row two slices, --repeats 2) and an open-loop row, and checks
+# the JSON rows: every field there, no errors, percentiles in order, the
+# model drafter accepting tokens, and both services back to zero open
+# sessions afterwards. Then the same load
 # through the coordinator's OpenAI-compatible HTTP API (--openai-url).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -20,7 +21,7 @@ bench() {
     --prompts "$DEPLOY_ROOT/bench/prompts.jsonl" --limit 4 --max-tokens 24 --temperatures 0 --k 4 \
     --duration 3 "$@"
 }
-bench --concurrency 1,3 --json "$work/closed.json" >"$work/closed.txt" || fail "closed loop"
+bench --concurrency 1,3 --repeats 2 --json "$work/closed.json" >"$work/closed.txt" || fail "closed loop"
 bench --concurrency 2 --request-rate 4 --json "$work/open.json" >"$work/open.txt" || fail "open loop"
 bench --openai-url "http://127.0.0.1:$HTTP_PORT" --concurrency 2 --json "$work/openai.json" >"$work/openai.txt" \
   || fail "--openai-url"
@@ -44,6 +45,8 @@ assert 0 < o["ttft_p50_ms"] <= o["ttft_p99_ms"] and 0 < o["itl_p50_ms"] <= o["it
 # come back in the `specserve` extension of the stream.
 assert 0 < o["acceptance_rate"] <= 1 and o["tokens_per_pass"] > 1, o
 assert [(r["concurrency"], r["drafter"]) for r in closed] == [(1, "none"), (1, "model"), (3, "none"), (3, "model")], closed
+# --repeats 2: each row merges two slices of 1.5 s, run in turn with the other drafter's.
+assert [r["repeats"] for r in closed] == [2, 2, 2, 2] and [r["repeats"] for r in open_] == [1, 1], closed
 assert [(r["concurrency"], r["drafter"], r["request_rate"]) for r in open_] == [(2, "none", 4), (2, "model", 4)], open_
 for r in closed + open_:
     assert r["where"] == "services", r
