@@ -112,11 +112,23 @@ int32_t KPolicy::Next() const {
     const double throughput = sessions / batch * pass;
     return std::max(latency, throughput);
   };
+  // Among plain batch-mates (the target's decoding passes bring about one
+  // token per session), a session that drafts on demand answers later than
+  // they do; later than the target's gather, it misses the pass they start
+  // and waits for it to end. Its first round is always that late: the draft
+  // prefills the prompt before it drafts. So such a round must promise
+  // kLonePremium more than the rate above (see the header).
+  const bool plain_mates = load_.known && load_.tokens_per_session > 0 &&
+                           load_.tokens_per_session < 1 + kPlainMatesK && batch >= 1.5;
+  auto alone_and_late = [&](int32_t k) {
+    return plain_mates && k > 0 && (rounds_ == 0 || draft_.At(k, 1.0) > load_.gather_seconds);
+  };
   int32_t best = k_min;
   double best_rate = -1;
   for (int32_t k = k_min; k <= kMax; ++k) {
     const double expected = (1 - std::pow(a, k + 1)) / (1 - a);
-    const double rate = expected / std::max(1e-9, round_seconds(k));
+    const double rate =
+        expected / std::max(1e-9, round_seconds(k)) / (alone_and_late(k) ? 1 + kLonePremium : 1.0);
     if (rate > best_rate * (1 + 1e-9)) {
       best_rate = rate;
       best = k;

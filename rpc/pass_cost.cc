@@ -54,6 +54,7 @@ TargetLoad PassCostModel::Estimate() const {
   load.seconds_per_token = slope;
   load.fixed_seconds = std::max(0.0, my - slope * mx);
   load.sessions_per_pass = ss_ / sw_;
+  load.tokens_per_session = sx_ / ss_;
   for (const Bucket& b : buckets_) {
     if (b.w == 0) continue;
     const double w = b.w * std::pow(kAge, static_cast<double>(passes_ - b.last_pass));

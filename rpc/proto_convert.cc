@@ -207,6 +207,8 @@ void TargetLoadToProto(const TargetLoad& load, v1::TargetLoad* out) {
   out->set_seconds_per_token(load.seconds_per_token);
   out->set_sessions_per_pass(load.sessions_per_pass);
   out->set_active_sessions(load.active_sessions);
+  out->set_tokens_per_session(load.tokens_per_session);
+  out->set_gather_seconds(load.gather_seconds);
   for (const PassCostPoint& p : load.passes) {
     out->add_pass_tokens(p.tokens);
     out->add_pass_seconds(p.seconds);
@@ -215,6 +217,9 @@ void TargetLoadToProto(const TargetLoad& load, v1::TargetLoad* out) {
 
 TargetLoad TargetLoadFromProto(const v1::TargetLoad& in) {
   TargetLoad load{true, in.fixed_seconds(), in.seconds_per_token(), in.sessions_per_pass(), in.active_sessions(), {}};
+  auto sane = [](double x) { return std::isfinite(x) && x >= 0 ? x : 0.0; };
+  load.tokens_per_session = sane(in.tokens_per_session());
+  load.gather_seconds = sane(in.gather_seconds());
   if (in.pass_tokens_size() != in.pass_seconds_size()) return load;
   for (int i = 0; i < in.pass_tokens_size(); ++i) {
     const double t = in.pass_tokens(i), s = in.pass_seconds(i);

@@ -69,6 +69,12 @@ class SessionService : public SessionSink<Req, Resp> {
   // sessions a pass out of 16). A session that never answers is waited for
   // once: it is not among the sessions the next pass serves. Call before Attach.
   void SetBatchGather(std::chrono::microseconds window) { gather_ = window; }
+  // The gather the next pass gets (scheduler thread): min(window, half the
+  // last pass); 0 without one.
+  double gather_seconds() const {
+    const auto g = std::min<Clock::duration>(gather_, last_pass_ / 2);
+    return g.count() > 0 ? std::chrono::duration<double>(g).count() : 0.0;
+  }
 
   // The model is loaded: start the scheduler and let sessions in. A session
   // with no message for `idle_timeout` ends with DEADLINE_EXCEEDED (0: never),

@@ -29,6 +29,14 @@ struct TargetLoad {
   double sessions_per_pass = 0;
   double active_sessions = 0;
   std::vector<PassCostPoint> passes;  // by increasing tokens; may be empty
+  // Batch synchronisation (0 from an older target, which reports neither):
+  // the mean tokens a session brings to a decoding pass (1 + the mean K of
+  // the sessions in the batch), and the target's batch gather now (rpc/
+  // session_service.h GatherLastPass: min(--batch-gather-ms, half the last
+  // pass)). A session whose next block comes later than that after its
+  // verdict misses the pass its batch starts, and waits for it to end.
+  double tokens_per_session = 0;
+  double gather_seconds = 0;
 };
 
 // Seconds of one batched pass over `tokens` tokens (> 0) by `load`:

@@ -43,6 +43,7 @@ absl::Status TargetServer::Answer(Entry& e, const ForwardSeq& pass, RoundResult 
   res->set_compute_seconds(rpc::SecondsSince(e.state.received));
   TargetLoad load = PassCost();
   load.active_sessions = static_cast<double>(sessions_.size());
+  load.gather_seconds = gather_seconds();
   rpc::TargetLoadToProto(load, res->mutable_load());
   e.handle->Send(std::move(r));
   return absl::OkStatus();

@@ -278,6 +278,53 @@ TEST(KPolicyLoadAware, TableThatDoublesWithWidthKeepsALoadedTargetPlain) {
   EXPECT_GE(with_line.Next(), 1);
 }
 
+// 16 sessions a pass, 16 tokens 100 ms, 32 tokens 125 ms; acceptance 0.8.
+// Rounds of K 1 and 2 whose draft waits `draft_s` + 20 ms per token (35 ms
+// for K 1 at draft_s 15 ms): if every session drafted together they would
+// gain 12-19% over plain decoding, a near tie. Then the report with the
+// batch-mates' tokens per session and the target's gather.
+KPolicy LoadedNearTie(double draft_s, double tokens_per_session, double gather_s) {
+  TargetLoad load{true, 0.075, 0.0015625, 16, 16, {{16, 0.100}, {32, 0.125}}};
+  load.tokens_per_session = tokens_per_session;
+  load.gather_seconds = gather_s;
+  KPolicy p = KPolicy::Adaptive(4);
+  for (int i = 0; i < 40; ++i) {
+    const int32_t k = 1 + i % 2;
+    p.Observe(k, i % 4 == 3 ? 0 : k, draft_s + 0.02 * k, PassSeconds(load, 16 * (k + 1)));
+    p.ObserveTarget(load, 0.001);
+  }
+  return p;
+}
+
+TEST(KPolicyLoadAware, ALateDrafterAmongPlainBatchMatesStaysPlainOnANearTie) {
+  // The mates decode plainly (1 token a session) and this session's block
+  // would come 35 ms after its verdict, past the target's 30 ms gather: it
+  // would miss their pass, so the tie goes to plain decoding.
+  EXPECT_EQ(LoadedNearTie(0.015, 1.0, 0.030).Next(), 0);
+  // Mates that draft answer late too: the batch stays together.
+  EXPECT_GE(LoadedNearTie(0.015, 2.5, 0.030).Next(), 1);
+  // A block within the gather (5 ms for K 1) makes the pass.
+  EXPECT_GE(LoadedNearTie(-0.015, 1.0, 0.030).Next(), 1);
+  // An older target reports neither figure: the rate alone decides.
+  EXPECT_GE(LoadedNearTie(0.015, 0.0, 0.0).Next(), 1);
+}
+
+TEST(KPolicyLoadAware, APlainBatchStillMovesToDraftingWhereDraftingPays) {
+  // 2 sessions a pass on a weight-bound target (a 6-token pass costs 1.1x a
+  // 2-token one): drafting together pays far more than the premium a late
+  // round alone must promise.
+  TargetLoad load{true, 0.080, 0.002, 2, 2, {{2, 0.084}, {6, 0.092}, {10, 0.100}}};
+  load.tokens_per_session = 1.0;
+  load.gather_seconds = 0.030;
+  KPolicy p = KPolicy::Adaptive(4);
+  for (int i = 0; i < 40; ++i) {
+    const int32_t k = 1 + i % 2;
+    p.Observe(k, i % 4 == 3 ? 0 : k, 0.015 + 0.02 * k, PassSeconds(load, 2 * (k + 1)));
+    p.ObserveTarget(load, 0.001);
+  }
+  EXPECT_GE(p.Next(), 1);
+}
+
 TEST(KPolicyLoadAware, WithoutAReportKNeverFallsBelowOne) {
   KPolicy p = KPolicy::Adaptive(4);
   p.ObserveTarget(TargetLoad{}, 0.01);  // unknown: ignored

@@ -39,6 +39,15 @@ TEST(PassCostModel, OneShapeAssumesAQuarterPerToken) {
   EXPECT_NEAR(l.seconds_per_token, 0.0005, 1e-12);
   EXPECT_NEAR(l.fixed_seconds, 0.012, 1e-12);
   EXPECT_NEAR(l.sessions_per_pass, 2.0, 1e-12);
+  EXPECT_NEAR(l.tokens_per_session, 4.0, 1e-12);  // 2 sessions of K 3 a pass
+}
+
+TEST(PassCostModel, TokensPerSessionTellsPlainBatchesFromDraftingOnes) {
+  PassCostModel m;
+  for (int i = 0; i < 200; ++i) m.Observe(16, 16, 0.1);  // 16 plain sessions
+  EXPECT_NEAR(m.Estimate().tokens_per_session, 1.0, 1e-12);
+  for (int i = 0; i < 300; ++i) m.Observe(6, 2, 0.05);  // 2 sessions of K 2
+  EXPECT_NEAR(m.Estimate().tokens_per_session, 3.0, 0.01);
 }
 
 TEST(PassCostModel, FollowsAChangeOfLoad) {

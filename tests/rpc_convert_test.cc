@@ -123,6 +123,22 @@ TEST(ProtoConvertTest, TargetLoadTableRoundTripsAndBadTablesAreDropped) {
   ASSERT_EQ(back.passes.size(), 3u);
   EXPECT_EQ(back.passes[2].tokens, 17);
   EXPECT_EQ(back.passes[2].seconds, 0.166);
+  EXPECT_EQ(back.tokens_per_session, 0.0);  // not set: an older target's report
+  TargetLoad synced = load;
+  synced.tokens_per_session = 1.25;
+  synced.gather_seconds = 0.03;
+  v1::TargetLoad synced_wire;
+  rpc::TargetLoadToProto(synced, &synced_wire);
+  back = rpc::TargetLoadFromProto(synced_wire);
+  EXPECT_EQ(back.tokens_per_session, 1.25);
+  EXPECT_EQ(back.gather_seconds, 0.03);
+  // A negative or NaN figure reads as not reported.
+  v1::TargetLoad odd = synced_wire;
+  odd.set_tokens_per_session(-1);
+  odd.set_gather_seconds(std::nan(""));
+  back = rpc::TargetLoadFromProto(odd);
+  EXPECT_EQ(back.tokens_per_session, 0.0);
+  EXPECT_EQ(back.gather_seconds, 0.0);
   // Arrays of different lengths, widths out of order, a NaN: the table goes,
   // the line stays.
   v1::TargetLoad ragged = wire;
