@@ -72,7 +72,7 @@ class SessionService : public SessionSink<Req, Resp> {
   // The gather the next pass gets (scheduler thread): min(window, half the
   // last pass); 0 without one.
   double gather_seconds() const {
-    const auto g = std::min<Clock::duration>(gather_, last_pass_ / 2);
+    const Clock::duration g = GatherWindow();
     return g.count() > 0 ? std::chrono::duration<double>(g).count() : 0.0;
   }
 
@@ -310,9 +310,10 @@ class SessionService : public SessionSink<Req, Resp> {
   // See SetBatchGather. Waits only while some work is ready (else the loop
   // sleeps anyway) and some session the last pass served is still open with
   // nothing queued; applies what arrives meanwhile.
+  Clock::duration GatherWindow() const { return std::min<Clock::duration>(gather_, last_pass_ / 2); }
   void GatherLastPass(std::deque<Event>* events) {
     if (gather_.count() <= 0 || served_.empty()) return;
-    const auto deadline = Clock::now() + std::min<Clock::duration>(gather_, last_pass_ / 2);
+    const auto deadline = Clock::now() + GatherWindow();
     auto missing = [&] {
       for (uint64_t id : served_) {
         auto it = sessions_.find(id);
