@@ -165,144 +165,138 @@ inline void Store(const __m512 (&acc)[G][T], const __mmask16* masks, float* y, i
     for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + t * ldy + kPackedRows * g, masks[g], acc[g][t]);
 }
 
-// Tiles of 4 groups (64 rows) x token groups of up to 3, for every type: 2 G T
-// accumulators within the 32 zmm registers (Q4_K and Q6_K spill a few), and
-// the wider tile keeps more memory streams going. Measured on Zen 4 with
-// specserve-kernel-bench, 8192 x 2304, 1 thread, 5 / 9 tokens: Q8_0 1.73 /
-// 2.08 ms in tiles of 2 groups x 5 tokens, 1.35-1.44 / 1.69-1.88 in these;
-// Q4_K 1.46 / 1.87 -> 1.22-1.23 / 1.58-1.59 (Q6_K: 1.33 -> 1.09 ms at 5
-// tokens on 2048 x 8192). Prefetching the next tile into L2 (which helped
-// tiles of 2 groups x 5 tokens) made no difference here and is gone.
+// Row tiles of 4 groups (64 rows), token groups of up to 3: 2 G T
+// accumulators (the float sums and one unit's integer dots) within the 32 zmm
+// registers (Q4_K and Q6_K spill a few), and the wide tile keeps 4 memory
+// streams going. Measured on Zen 4 with specserve-kernel-bench, 8192 x 2304,
+// 1 thread, 5 / 9 tokens: Q8_0 1.73 / 2.08 ms in tiles of 2 groups x 5
+// tokens, 1.35-1.44 / 1.69-1.88 in these.
 constexpr int kTileGroups = 4;
 constexpr int kMaxTokens = 3;  // per token group
+// Tokens per stream: the weights come from memory once per stream.
+constexpr int kStreamTokens = 20;
 
-// Tokens t0 .. t0 + T - 1 of `a`: their int8 pairs, and their rows of a
-// per-token array of `per_token` int32 biases (Q8_0's block_bias, Q6_K's
-// sub_bias).
-template <int T>
-inline void TokenRows(const Int8Activations& a, int64_t t0, const std::vector<int32_t>& biases, int64_t per_token,
-                      const Int8Pair* (&xs)[T], const int32_t* (&bias)[T]) {
-  for (int t = 0; t < T; ++t) {
-    xs[t] = a.token(t0 + t);
-    bias[t] = biases.data() + (t0 + t) * per_token;
+// A stream's tokens as the units read them (indices relative to the stream):
+// their int8 pairs, their rows of Q8_0's block_bias or Q6_K's sub_bias, and
+// Q4_K's ms lanes.
+struct StreamTokens {
+  const Int8Pair* xs[kStreamTokens];
+  const int32_t* bias[kStreamTokens];
+  const Float16x* ms[kStreamTokens];
+};
+
+StreamTokens TokensOf(const Int8Activations& a, int64_t t0, int nt) {
+  StreamTokens s{};
+  const std::vector<int32_t>& biases = a.type == GgmlType::kQ8_0 ? a.block_bias : a.sub_bias;
+  const int64_t per_token = a.type == GgmlType::kQ8_0 ? a.blocks : a.subs;
+  for (int t = 0; t < nt; ++t) {
+    s.xs[t] = a.token(t0 + t);
+    if (!biases.empty()) s.bias[t] = biases.data() + (t0 + t) * per_token;
+    if (a.supers != 0) s.ms[t] = a.token_ms(t0 + t);
   }
+  return s;
 }
 
-// Q8_0: G groups of 16 rows times T tokens (t0 ..), every accumulator in a
-// zmm register. Per block, the T integer dots of each group start from the
-// token's bias -128 * S and take 8 vpdpbusd (4 values each, the token's 4
-// int8 activations broadcast), then acc = fma(float(i), d_w * d_x, acc).
-// grp[G]: each group's first block; masks[G]: the lanes (rows) to store.
+// Each kernel's Unit<G, T>(grp, u, st, t, acc) adds unit u (a block of 32
+// columns, or a super-block of 256) of G groups (grp[g]: the group's first
+// unit) times tokens t .. t + T - 1 of the stream into acc[G][T], in the
+// order of the contract (kernels/cpu_matmul_int8.h).
+
+// Q8_0, per block: the T integer dots of each group start from the token's
+// bias -128 * S and take 8 vpdpbusd (4 values each, the token's 4 int8
+// activations broadcast), then acc = fma(float(i), d_w * d_x, acc).
 struct Q8_0Kernel {
   static constexpr int64_t kCols = 32, kBytes = kQ8_0PackedBytes;
   template <int G, int T>
-  static void Tile(const uint8_t* const* grp, const __mmask16* masks, int64_t nb, const Int8Activations& a,
-                   int64_t t0, float* y, int64_t ldy) {
-    __m512 acc[G][T];
-    Zero<G, T>(acc);
-    const Int8Pair* xs[T];
-    const int32_t* bias[T];
-    TokenRows<T>(a, t0, a.block_bias, a.blocks, xs, bias);
-    for (int64_t b = 0; b < nb; ++b) {
-      const int h = static_cast<int>(b & 1);
-      __m512i ia[G][T];
+  static inline void Unit(const uint8_t* const* grp, int64_t b, const StreamTokens& st, int t0,
+                          __m512 (&acc)[G][T]) {
+    const int h = static_cast<int>(b & 1);
+    __m512i ia[G][T];
 #pragma GCC unroll 32
-      for (int t = 0; t < T; ++t) {
-        const __m512i bi = _mm512_set1_epi32(bias[t][b]);
+    for (int t = 0; t < T; ++t) {
+      const __m512i bi = _mm512_set1_epi32(st.bias[t0 + t][b]);
 #pragma GCC unroll 32
-        for (int g = 0; g < G; ++g) ia[g][t] = bi;
-      }
+      for (int g = 0; g < G; ++g) ia[g][t] = bi;
+    }
 #pragma GCC unroll 8
-      for (int k = 0; k < 8; ++k) {
-#pragma GCC unroll 32
-        for (int g = 0; g < G; ++g) {
-          const __m512i w = _mm512_loadu_si512(grp[g] + kBytes * b + 32 + 64 * k);
-#pragma GCC unroll 32
-          for (int t = 0; t < T; ++t) {
-            ia[g][t] = _mm512_dpbusd_epi32(ia[g][t], w, Broadcast4(xs[t][b >> 1].q + 32 * h + 4 * k));
-          }
-        }
-      }
+    for (int k = 0; k < 8; ++k) {
 #pragma GCC unroll 32
       for (int g = 0; g < G; ++g) {
-        const __m512 sw = HalvesToFloats(grp[g] + kBytes * b);
+        const __m512i w = _mm512_loadu_si512(grp[g] + kBytes * b + 32 + 64 * k);
 #pragma GCC unroll 32
         for (int t = 0; t < T; ++t) {
-          const __m512 s = _mm512_mul_ps(sw, _mm512_set1_ps(xs[t][b >> 1].d[8 * h]));
-          acc[g][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[g][t]), s, acc[g][t]);
+          ia[g][t] = _mm512_dpbusd_epi32(ia[g][t], w, Broadcast4(st.xs[t0 + t][b >> 1].q + 32 * h + 4 * k));
         }
       }
     }
-    Store<G, T>(acc, masks, y, ldy);
+#pragma GCC unroll 32
+    for (int g = 0; g < G; ++g) {
+      const __m512 sw = HalvesToFloats(grp[g] + kBytes * b);
+#pragma GCC unroll 32
+      for (int t = 0; t < T; ++t) {
+        const __m512 s = _mm512_mul_ps(sw, _mm512_set1_ps(st.xs[t0 + t][b >> 1].d[8 * h]));
+        acc[g][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[g][t]), s, acc[g][t]);
+      }
+    }
   }
 };
 
-// Q4_K: per sub-block j of 32 values, the integer dot of the nibbles (low
-// nibbles for even j, high for odd, of the same bytes) from zero, then
-// acc = fma(float(i), (d * sc) * d_x, acc) and acc = fma(-(dmin * m), ms, acc)
-// with ms = d_x * S (the activations' Q4_K ms lanes).
+// Q4_K, per super-block: per sub-block j of 32 values, the integer dot of the
+// nibbles (low nibbles for even j, high for odd, of the same bytes) from
+// zero, then acc = fma(float(i), (d * sc) * d_x, acc) and
+// acc = fma(-(dmin * m), ms, acc) with ms = d_x * S (the activations' Q4_K ms
+// lanes).
 struct Q4_KKernel {
   static constexpr int64_t kCols = 256, kBytes = kQ4_KPackedBytes;
   template <int G, int T>
-  static void Tile(const uint8_t* const* grp, const __mmask16* masks, int64_t ns, const Int8Activations& a,
-                   int64_t t0, float* y, int64_t ldy) {
-    __m512 acc[G][T];
-    Zero<G, T>(acc);
-    const Int8Pair* xs[T];
-    const Float16x* ms[T];
-    for (int t = 0; t < T; ++t) {
-      xs[t] = a.token(t0 + t);
-      ms[t] = a.token_ms(t0 + t);
-    }
+  static inline void Unit(const uint8_t* const* grp, int64_t s, const StreamTokens& st, int t0,
+                          __m512 (&acc)[G][T]) {
     const __m512i low4 = _mm512_set1_epi8(0x0F);
-    for (int64_t s = 0; s < ns; ++s) {
-      const uint8_t* base[G];
-      __m512 d[G], dmin[G];
+    const uint8_t* base[G];
+    __m512 d[G], dmin[G];
 #pragma GCC unroll 32
-      for (int g = 0; g < G; ++g) {
-        base[g] = grp[g] + kBytes * s;
-        d[g] = HalvesToFloats(base[g]);
-        dmin[g] = HalvesToFloats(base[g] + 32);
-      }
+    for (int g = 0; g < G; ++g) {
+      base[g] = grp[g] + kBytes * s;
+      d[g] = HalvesToFloats(base[g]);
+      dmin[g] = HalvesToFloats(base[g] + 32);
+    }
 #pragma GCC unroll 1
-      for (int p = 0; p < 4; ++p) {
-        const int64_t pair = 4 * s + p;
+    for (int p = 0; p < 4; ++p) {
+      const int64_t pair = 4 * s + p;
 #pragma GCC unroll 2
-        for (int h = 0; h < 2; ++h) {
-          const int j = 2 * p + h;
-          __m512i ia[G][T];
+      for (int h = 0; h < 2; ++h) {
+        const int j = 2 * p + h;
+        __m512i ia[G][T];
 #pragma GCC unroll 32
-          for (int g = 0; g < G; ++g)
+        for (int g = 0; g < G; ++g)
 #pragma GCC unroll 32
-            for (int t = 0; t < T; ++t) ia[g][t] = _mm512_setzero_si512();
+          for (int t = 0; t < T; ++t) ia[g][t] = _mm512_setzero_si512();
 #pragma GCC unroll 8
-          for (int k = 0; k < 8; ++k) {
-#pragma GCC unroll 32
-            for (int g = 0; g < G; ++g) {
-              __m512i w = _mm512_loadu_si512(base[g] + 320 + 512 * p + 64 * k);
-              if (h != 0) w = _mm512_srli_epi16(w, 4);
-              w = _mm512_and_si512(w, low4);
-#pragma GCC unroll 32
-              for (int t = 0; t < T; ++t) {
-                ia[g][t] = _mm512_dpbusd_epi32(ia[g][t], w, Broadcast4(xs[t][pair].q + 32 * h + 4 * k));
-              }
-            }
-          }
+        for (int k = 0; k < 8; ++k) {
 #pragma GCC unroll 32
           for (int g = 0; g < G; ++g) {
-            const __m512 ws = _mm512_mul_ps(d[g], BytesToFloats(base[g] + 64 + 16 * j));
-            const __m512 m1 = _mm512_mul_ps(dmin[g], BytesToFloats(base[g] + 192 + 16 * j));
+            __m512i w = _mm512_loadu_si512(base[g] + 320 + 512 * p + 64 * k);
+            if (h != 0) w = _mm512_srli_epi16(w, 4);
+            w = _mm512_and_si512(w, low4);
 #pragma GCC unroll 32
             for (int t = 0; t < T; ++t) {
-              const __m512 sc = _mm512_mul_ps(ws, _mm512_set1_ps(xs[t][pair].d[8 * h]));
-              acc[g][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[g][t]), sc, acc[g][t]);
-              acc[g][t] = _mm512_fnmadd_ps(m1, _mm512_set1_ps(ms[t][s].v[8 + j]), acc[g][t]);
+              ia[g][t] = _mm512_dpbusd_epi32(ia[g][t], w, Broadcast4(st.xs[t0 + t][pair].q + 32 * h + 4 * k));
             }
+          }
+        }
+#pragma GCC unroll 32
+        for (int g = 0; g < G; ++g) {
+          const __m512 ws = _mm512_mul_ps(d[g], BytesToFloats(base[g] + 64 + 16 * j));
+          const __m512 m1 = _mm512_mul_ps(dmin[g], BytesToFloats(base[g] + 192 + 16 * j));
+#pragma GCC unroll 32
+          for (int t = 0; t < T; ++t) {
+            const __m512 sc = _mm512_mul_ps(ws, _mm512_set1_ps(st.xs[t0 + t][pair].d[8 * h]));
+            acc[g][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[g][t]), sc, acc[g][t]);
+            acc[g][t] = _mm512_fnmadd_ps(m1, _mm512_set1_ps(st.ms[t0 + t][s].v[8 + j]), acc[g][t]);
           }
         }
       }
     }
-    Store<G, T>(acc, masks, y, ldy);
   }
 };
 
@@ -320,102 +314,142 @@ inline __m512i Unpack6(const uint8_t* p) {
   return _mm512_and_si512(fields, _mm512_set1_epi8(0x3F));
 }
 
-// Q6_K: per block b of 32 values, the T integer dots of each group, one per
-// 16-value sub-block, start from the token's bias -32 * S16 and take 4
-// vpdpbusd each (the 6-bit codes unpacked to bytes, Unpack6); i = s0 * i0 +
-// s1 * i1 (the rows' int8 scales, vpmulld), then acc = fma(float(i), d *
-// d_x, acc). (Tiles: kTileGroups above; for Q6_K, 2048 x 8192, 5 tokens:
-// 1.33 ms in tiles of 2 groups x 5 tokens, 1.09 in 4 x 3, 1.17-1.22 in 3 x
-// 3, 1.23-1.30 in 2 x 3.)
+// Q6_K, per super-block, per block b of 32 values: the T integer dots of each
+// group, one per 16-value sub-block, start from the token's bias -32 * S16
+// and take 4 vpdpbusd each (the 6-bit codes unpacked to bytes, Unpack6);
+// i = s0 * i0 + s1 * i1 (the rows' int8 scales, vpmulld), then
+// acc = fma(float(i), d * d_x, acc). (For Q6_K, 2048 x 8192, 5 tokens, on
+// Zen 4: 1.33 ms in tiles of 2 groups x 5 tokens, 1.09 in 4 x 3, 1.17-1.22 in
+// 3 x 3, 1.23-1.30 in 2 x 3.)
 struct Q6_KKernel {
   static constexpr int64_t kCols = 256, kBytes = kQ6_KPackedBytes;
   template <int G, int T>
-  static void Tile(const uint8_t* const* grp, const __mmask16* masks, int64_t ns, const Int8Activations& a,
-                   int64_t t0, float* y, int64_t ldy) {
-    __m512 acc[G][T];
-    Zero<G, T>(acc);
-    const Int8Pair* xs[T];
-    const int32_t* bias[T];
-    TokenRows<T>(a, t0, a.sub_bias, a.subs, xs, bias);
-    for (int64_t s = 0; s < ns; ++s) {
-      const uint8_t* base[G];
-      __m512 d[G];
+  static inline void Unit(const uint8_t* const* grp, int64_t s, const StreamTokens& st, int t0,
+                          __m512 (&acc)[G][T]) {
+    const uint8_t* base[G];
+    __m512 d[G];
 #pragma GCC unroll 32
-      for (int g = 0; g < G; ++g) {
-        base[g] = grp[g] + kBytes * s;
-        d[g] = _mm512_loadu_ps(base[g]);
-      }
+    for (int g = 0; g < G; ++g) {
+      base[g] = grp[g] + kBytes * s;
+      d[g] = _mm512_loadu_ps(base[g]);
+    }
 #pragma GCC unroll 1
-      for (int b = 0; b < 8; ++b) {
-        const int64_t pair = 4 * s + b / 2;
-        const int h = b & 1;
-        __m512i ia[G][T];
+    for (int b = 0; b < 8; ++b) {
+      const int64_t pair = 4 * s + b / 2;
+      const int h = b & 1;
+      __m512i ia[G][T];
 #pragma GCC unroll 2
-        for (int j = 0; j < 2; ++j) {
-          __m512i ij[G][T];
+      for (int j = 0; j < 2; ++j) {
+        __m512i ij[G][T];
 #pragma GCC unroll 32
-          for (int t = 0; t < T; ++t) {
-            const __m512i bi = _mm512_set1_epi32(bias[t][16 * s + 2 * b + j]);
+        for (int t = 0; t < T; ++t) {
+          const __m512i bi = _mm512_set1_epi32(st.bias[t0 + t][16 * s + 2 * b + j]);
 #pragma GCC unroll 32
-            for (int g = 0; g < G; ++g) ij[g][t] = bi;
-          }
+          for (int g = 0; g < G; ++g) ij[g][t] = bi;
+        }
 #pragma GCC unroll 4
-          for (int k = 4 * j; k < 4 * j + 4; ++k) {
-#pragma GCC unroll 32
-            for (int g = 0; g < G; ++g) {
-              const __m512i w = Unpack6(base[g] + 320 + 384 * b + 48 * k);
-#pragma GCC unroll 32
-              for (int t = 0; t < T; ++t) {
-                ij[g][t] = _mm512_dpbusd_epi32(ij[g][t], w, Broadcast4(xs[t][pair].q + 32 * h + 4 * k));
-              }
-            }
-          }
+        for (int k = 4 * j; k < 4 * j + 4; ++k) {
 #pragma GCC unroll 32
           for (int g = 0; g < G; ++g) {
-            const __m512i sc = _mm512_cvtepi8_epi32(
-                _mm_loadu_si128(reinterpret_cast<const __m128i*>(base[g] + 64 + 16 * (2 * b + j))));
+            const __m512i w = Unpack6(base[g] + 320 + 384 * b + 48 * k);
 #pragma GCC unroll 32
             for (int t = 0; t < T; ++t) {
-              const __m512i p = _mm512_mullo_epi32(ij[g][t], sc);
-              ia[g][t] = j == 0 ? p : _mm512_add_epi32(ia[g][t], p);
+              ij[g][t] = _mm512_dpbusd_epi32(ij[g][t], w, Broadcast4(st.xs[t0 + t][pair].q + 32 * h + 4 * k));
             }
           }
         }
 #pragma GCC unroll 32
         for (int g = 0; g < G; ++g) {
+          const __m512i sc = _mm512_cvtepi8_epi32(
+              _mm_loadu_si128(reinterpret_cast<const __m128i*>(base[g] + 64 + 16 * (2 * b + j))));
 #pragma GCC unroll 32
           for (int t = 0; t < T; ++t) {
-            const __m512 sx = _mm512_mul_ps(d[g], _mm512_set1_ps(xs[t][pair].d[8 * h]));
-            acc[g][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[g][t]), sx, acc[g][t]);
+            const __m512i p = _mm512_mullo_epi32(ij[g][t], sc);
+            ia[g][t] = j == 0 ? p : _mm512_add_epi32(ia[g][t], p);
           }
         }
       }
+#pragma GCC unroll 32
+      for (int g = 0; g < G; ++g) {
+#pragma GCC unroll 32
+        for (int t = 0; t < T; ++t) {
+          const __m512 sx = _mm512_mul_ps(d[g], _mm512_set1_ps(st.xs[t0 + t][pair].d[8 * h]));
+          acc[g][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[g][t]), sx, acc[g][t]);
+        }
+      }
     }
-    Store<G, T>(acc, masks, y, ldy);
   }
 };
 
-template <class K, int G>
-void TileOf(int T, const uint8_t* const* grp, const __mmask16* masks, int64_t nb, const Int8Activations& a,
-            int64_t t0, float* y, int64_t ldy) {
-  switch (T) {
-    case 1: return K::template Tile<G, 1>(grp, masks, nb, a, t0, y, ldy);
-    case 2: return K::template Tile<G, 2>(grp, masks, nb, a, t0, y, ldy);
-    default: return K::template Tile<G, 3>(grp, masks, nb, a, t0, y, ldy);
-  }
+// A stream of at most kMaxTokens tokens: one row tile times all of them,
+// every float sum in a register from the first unit to the last.
+template <class K, int G, int T>
+void Tile(const uint8_t* const* grp, const __mmask16* masks, int64_t nu, const StreamTokens& st, float* y,
+          int64_t ldy) {
+  __m512 acc[G][T];
+  Zero<G, T>(acc);
+  for (int64_t u = 0; u < nu; ++u) K::template Unit<G, T>(grp, u, st, 0, acc);
+  Store<G, T>(acc, masks, y, ldy);
 }
 
-// The row tile stays in L2 while every token group of a stream reads it; the
-// weights come from memory once per kStreamTokens tokens.
-constexpr int64_t kStreamTokens = 20;
+// One unit for the token group at t0 of `size` tokens, its float sums kept
+// in sums[G][kStreamTokens] between units.
+template <class K, int G, int T>
+inline void SweepPart(const uint8_t* const* grp, int64_t u, const StreamTokens& st, int t0,
+                      __m512 (&sums)[G][kStreamTokens]) {
+  __m512 acc[G][T];
+#pragma GCC unroll 32
+  for (int g = 0; g < G; ++g)
+#pragma GCC unroll 32
+    for (int t = 0; t < T; ++t) acc[g][t] = sums[g][t0 + t];
+  K::template Unit<G, T>(grp, u, st, t0, acc);
+#pragma GCC unroll 32
+  for (int g = 0; g < G; ++g)
+#pragma GCC unroll 32
+    for (int t = 0; t < T; ++t) sums[g][t0 + t] = acc[g][t];
+}
+
+// A stream of more tokens: the row tile is read once, unit by unit, and each
+// unit, while it is in L1, goes to every token group in turn, the float sums
+// of all the stream's tokens kept in memory (L1). So the weights stream from
+// memory without a pause. (Before, each token group read the whole tile in
+// turn, the later ones from L2 with no memory read in flight. Measured on
+// the 2-core Xeon, 8192 x 2304 Q8_0, 1 thread, best of 12 passes over 1.2 GB
+// of copies, bits unchanged: 5 tokens 1.88 -> 1.59 ms, 9: 2.28 -> 1.75, 17:
+// 3.07 -> 2.20, 64: 10.4 -> 7.7; and 1.39 -> 1.47 ms for one token,
+// which therefore stays on Tile.)
+template <class K, int G>
+void Sweep(const uint8_t* const* grp, const __mmask16* masks, int64_t nu, const StreamTokens& st, int nt,
+           float* y, int64_t ldy) {
+  const int parts = (nt + kMaxTokens - 1) / kMaxTokens;
+  int sizes[kStreamTokens];
+  for (int p = 0, t = 0; p < parts; ++p) {
+    sizes[p] = (nt - t) / (parts - p);
+    t += sizes[p];
+  }
+  __m512 sums[G][kStreamTokens];
+  for (int g = 0; g < G; ++g)
+    for (int t = 0; t < nt; ++t) sums[g][t] = _mm512_setzero_ps();
+  for (int64_t u = 0; u < nu; ++u) {
+    for (int p = 0, t = 0; p < parts; t += sizes[p], ++p) {
+      switch (sizes[p]) {
+        case 1: SweepPart<K, G, 1>(grp, u, st, t, sums); break;
+        case 2: SweepPart<K, G, 2>(grp, u, st, t, sums); break;
+        default: SweepPart<K, G, 3>(grp, u, st, t, sums); break;
+      }
+    }
+  }
+  for (int g = 0; g < G; ++g)
+    for (int t = 0; t < nt; ++t) _mm512_mask_storeu_ps(y + t * ldy + kPackedRows * g, masks[g], sums[g][t]);
+}
 
 template <class K, int G>
-void Rows(const MatrixView& w, const Int8Activations& a, float* y, int64_t r0, int64_t r1, int tokens) {
-  const int64_t nb = w.cols / K::kCols, group_bytes = nb * K::kBytes;
+void Rows(const MatrixView& w, const Int8Activations& a, float* y, int64_t r0, int64_t r1) {
+  const int64_t nu = w.cols / K::kCols, group_bytes = nu * K::kBytes;
   const int64_t g0 = r0 / kPackedRows, g1 = (r1 + kPackedRows - 1) / kPackedRows;
   for (int64_t t0 = 0; t0 < a.T; t0 += kStreamTokens) {
     const int nt = static_cast<int>(std::min<int64_t>(kStreamTokens, a.T - t0));
-    const int parts = (nt + tokens - 1) / tokens;
+    const StreamTokens st = TokensOf(a, t0, nt);
     for (int64_t g = g0; g < g1; g += G) {
       const uint8_t* grp[G];
       __mmask16 masks[G];
@@ -426,10 +460,12 @@ void Rows(const MatrixView& w, const Int8Activations& a, float* y, int64_t r0, i
         const int64_t hi = std::min<int64_t>(r1, (gj + 1) * kPackedRows) - gj * kPackedRows;
         masks[j] = g + j < g1 ? static_cast<__mmask16>(((1u << hi) - 1) & ~((1u << lo) - 1)) : 0;
       }
-      for (int p = 0, t = 0; p < parts; ++p) {
-        const int size = (nt - t) / (parts - p);
-        TileOf<K, G>(size, grp, masks, nb, a, t0 + t, y + (t0 + t) * w.rows + g * kPackedRows, w.rows);
-        t += size;
+      float* yt = y + t0 * w.rows + g * kPackedRows;
+      switch (nt) {
+        case 1: Tile<K, G, 1>(grp, masks, nu, st, yt, w.rows); break;
+        case 2: Tile<K, G, 2>(grp, masks, nu, st, yt, w.rows); break;
+        case 3: Tile<K, G, 3>(grp, masks, nu, st, yt, w.rows); break;
+        default: Sweep<K, G>(grp, masks, nu, st, nt, yt, w.rows); break;
       }
     }
   }
@@ -437,11 +473,7 @@ void Rows(const MatrixView& w, const Int8Activations& a, float* y, int64_t r0, i
 
 template <class K>
 void Run(const MatrixView& w, const Int8Activations& a, float* y, int64_t r0, int64_t r1) {
-  // Token groups as even as possible, each of at most kMaxTokens.
-  const int64_t first = std::min<int64_t>(kStreamTokens, a.T);
-  const int64_t parts = (first + kMaxTokens - 1) / kMaxTokens;
-  const int tokens = static_cast<int>((first + parts - 1) / parts);
-  Rows<K, kTileGroups>(w, a, y, r0, r1, tokens);
+  Rows<K, kTileGroups>(w, a, y, r0, r1);
 }
 
 }  // namespace
