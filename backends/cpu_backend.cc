@@ -150,9 +150,9 @@ class CpuBackend final : public Backend {
     for (int64_t t = 0; t < T_; ++t) {
       const KvSeq& kv = *batch[seq_of_[t]].kv;
       const int32_t p = pos_[t];
-      const int64_t slot = static_cast<int64_t>(kv.blocks[p / bs]) * bs + p % bs;
-      std::copy_n(k_.data() + t * kvd, kvd, k_cache_[l].get() + slot * kvd);
-      std::copy_n(v_.data() + t * kvd, kvd, v_cache_[l].get() + slot * kvd);
+      const int64_t block = kv.blocks[p / bs];
+      cpu::StoreKeys(k_.data() + t * kvd, c_.n_head_kv, c_.head_dim, bs, block, p % bs, k_cache_[l].get());
+      std::copy_n(v_.data() + t * kvd, kvd, v_cache_[l].get() + (block * bs + p % bs) * kvd);
     }
   }
 
@@ -207,7 +207,7 @@ class CpuBackend final : public Backend {
   std::shared_ptr<ThreadPool> threads_ptr_;
   ThreadPool& threads_;
   const MatMulActivations act_;  // --cpu-activations
-  std::vector<std::unique_ptr<float[]>> k_cache_;  // [n_layer][num_blocks * block_size * kv_dim]
+  std::vector<std::unique_ptr<float[]>> k_cache_;  // [n_layer][num_blocks * kv_dim * block_size] (cpu::StoreKeys)
   std::vector<std::unique_ptr<float[]>> v_cache_;
 
   // Activations of the current pass, reused across calls.

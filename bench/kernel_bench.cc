@@ -146,7 +146,8 @@ BENCHMARK(BM_QuantMatMulInt8)
     ->Unit(benchmark::kMicrosecond);
 
 // Args: {T, depth, heads, kv_heads, head_dim}: T new tokens after `depth`
-// cached ones, 16-token blocks; 6/2/48 is code-target-7m, 4/4/32 the draft.
+// cached ones, 16-token blocks; 6/2/48 is code-target-7m, 4/4/32 the draft,
+// 48/16/48 the inflated ~1B target.
 void BM_PagedAttention(benchmark::State& state) {
   const int32_t T = static_cast<int32_t>(state.range(0)), depth = static_cast<int32_t>(state.range(1));
   const int32_t kHeads = static_cast<int32_t>(state.range(2)), kKvHeads = static_cast<int32_t>(state.range(3));
@@ -191,6 +192,7 @@ BENCHMARK(BM_PagedAttention)
     ->ArgNames({"T", "depth", "heads", "kv", "hd"})
     ->ArgsProduct({{1, 3, 5, 9}, {430}, {6}, {2}, {48}})
     ->ArgsProduct({{1, 2, 5}, {430}, {4}, {4}, {32}})
+    ->ArgsProduct({{1, 5, 9, 17}, {256}, {48}, {16}, {48}})  // the inflated ~1B target (llama-1b), one layer
     ->Unit(benchmark::kMicrosecond);
 
 }  // namespace

@@ -356,13 +356,20 @@ PagedBatch RandomPagedBatch(AttnMode mode, std::mt19937& rng) {
   return b;
 }
 
-// The CPU kernel, one sequence at a time.
+// The CPU kernel, one sequence at a time (its key cache transposed per
+// block, cpu::StoreKeys; the device's is b.k_cache's layout).
 std::vector<float> ReferenceAttention(const PagedBatch& b) {
   std::vector<float> out(b.T * b.q_dim, kNaN);
+  const int64_t kv_dim = int64_t{b.n_head_kv} * b.head_dim;
+  std::vector<float> k_cpu(b.k_cache.size());
+  for (int64_t slot = 0; slot < static_cast<int64_t>(b.k_cache.size()) / kv_dim; ++slot) {
+    cpu::StoreKeys(b.k_cache.data() + slot * kv_dim, b.n_head_kv, b.head_dim, b.block_size, slot / b.block_size,
+                   static_cast<int32_t>(slot % b.block_size), k_cpu.data());
+  }
   int64_t first = 0;
   for (int32_t s = 0; s < b.n_seqs; ++s) {
     cpu::PagedAttentionArgs a{b.q.data() + first * b.q_dim, b.positions.data() + first, b.n_new[s],
-                              b.k_cache.data(), b.v_cache.data(), b.tables.data() + b.table_offset[s],
+                              k_cpu.data(), b.v_cache.data(), b.tables.data() + b.table_offset[s],
                               b.n_head, b.n_head_kv, b.head_dim, b.block_size, b.scale, out.data() + first * b.q_dim};
     std::vector<float> scratch(cpu::PagedAttentionScratch(a));
     cpu::PagedAttention(a, 0, b.n_head_kv, scratch.data());
