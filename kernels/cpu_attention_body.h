@@ -36,28 +36,22 @@ inline void ScoreKeys(const float* kt, int32_t bs, int32_t hd, int32_t c0, int32
 #pragma GCC unroll 4
     for (int r = 0; r < 4; ++r) acc[i][r] = V::Zero();
   const float* col = kt + c0;
+  // A whole vector of keys, or the first n (masked; n < kLanes).
+  auto load = [&](int32_t d) {
+    const float* p = col + static_cast<int64_t>(d) * bs;
+    return n == V::kLanes ? V::Load(p) : V::LoadN(p, n);
+  };
   int32_t d = 0;
-  if (n == V::kLanes) {
-    for (; d + 4 <= hd; d += 4) {
+  for (; d + 4 <= hd; d += 4) {
 #pragma GCC unroll 4
-      for (int r = 0; r < 4; ++r) {
-        const R k = V::Load(col + static_cast<int64_t>(d + r) * bs);
+    for (int r = 0; r < 4; ++r) {
+      const R k = load(d + r);
 #pragma GCC unroll 8
-        for (int i = 0; i < NQ; ++i) acc[i][r] = V::Fma(V::Set1(q[i][d + r]), k, acc[i][r]);
-      }
-    }
-  } else {
-    for (; d + 4 <= hd; d += 4) {
-#pragma GCC unroll 4
-      for (int r = 0; r < 4; ++r) {
-        const R k = V::LoadN(col + static_cast<int64_t>(d + r) * bs, n);
-#pragma GCC unroll 8
-        for (int i = 0; i < NQ; ++i) acc[i][r] = V::Fma(V::Set1(q[i][d + r]), k, acc[i][r]);
-      }
+      for (int i = 0; i < NQ; ++i) acc[i][r] = V::Fma(V::Set1(q[i][d + r]), k, acc[i][r]);
     }
   }
   for (; d < hd; ++d) {
-    const R k = V::LoadN(col + static_cast<int64_t>(d) * bs, n);
+    const R k = load(d);
 #pragma GCC unroll 8
     for (int i = 0; i < NQ; ++i) acc[i][d % 4] = V::Fma(V::Set1(q[i][d]), k, acc[i][d % 4]);
   }
@@ -92,7 +86,6 @@ template <class V>
 constexpr int kValueQueries = V::kLanes == 16 ? 6 : 3;
 template <class V>
 constexpr int kValueRegisters = V::kLanes == 16 ? 24 : 12;
-template <class V>
 constexpr int kMaxChunks = 8;
 
 template <class V, int NQ, int NC>
@@ -148,9 +141,9 @@ constexpr std::array<WeightedRowsFn<V>, sizeof...(C)> WeightedRowsRow(std::integ
   return {WeightedRowsOrNull<V, NQ, C + 1>()...};
 }
 template <class V, int... Q>
-constexpr std::array<std::array<WeightedRowsFn<V>, kMaxChunks<V>>, sizeof...(Q)> WeightedRowsTable(
+constexpr std::array<std::array<WeightedRowsFn<V>, kMaxChunks>, sizeof...(Q)> WeightedRowsTable(
     std::integer_sequence<int, Q...>) {
-  return {WeightedRowsRow<V, Q + 1>(std::make_integer_sequence<int, kMaxChunks<V>>())...};
+  return {WeightedRowsRow<V, Q + 1>(std::make_integer_sequence<int, kMaxChunks>())...};
 }
 template <class V>
 constexpr auto kWeightedRows = WeightedRowsTable<V>(std::make_integer_sequence<int, kValueQueries<V>>());
@@ -161,7 +154,7 @@ template <class V>
 void AccumulateValues(int nq, const float* const* w, const float* rows, int64_t stride, int32_t n, int32_t hd,
                       float* const* out) {
   if (n <= 0) return;
-  const int max_chunks = std::min(kMaxChunks<V>, kValueRegisters<V> / nq);
+  const int max_chunks = std::min(kMaxChunks, kValueRegisters<V> / nq);
   int32_t d = 0;
   for (; d + V::kLanes <= hd;) {
     const int nc = std::min(max_chunks, (hd - d) / V::kLanes);
