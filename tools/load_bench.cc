@@ -156,7 +156,7 @@ absl::StatusOr<LoadResult> SummarizeLoad(const LoadConfig& config, std::vector<R
   LoadResult r;
   r.config = config;
   r.wall_s = wall_s;
-  std::vector<double> ttft, itl, e2e;
+  std::vector<double> ttft, itl, e2e, tpot;
   for (RequestSample& s : samples) {
     ++r.requests;
     if (!s.ok) {
@@ -170,6 +170,7 @@ absl::StatusOr<LoadResult> SummarizeLoad(const LoadConfig& config, std::vector<R
     r.accepted += s.accepted;
     ttft.push_back(s.ttft_ms);
     e2e.push_back(s.e2e_ms);
+    if (s.tokens > 1) tpot.push_back((s.e2e_ms - s.ttft_ms) / static_cast<double>(s.tokens - 1));
     std::vector<double> own = s.itl_ms;
     const Percentiles mine = ComputePercentiles(own);
     if (s.ttft_ms <= config.slo_ttft_ms && mine.p99 <= config.slo_itl_ms) r.good_tokens += s.tokens;
@@ -182,6 +183,7 @@ absl::StatusOr<LoadResult> SummarizeLoad(const LoadConfig& config, std::vector<R
   r.ttft_ms = ComputePercentiles(ttft);
   r.itl_ms = ComputePercentiles(itl);
   r.e2e_ms = ComputePercentiles(e2e);
+  r.tpot_ms = ComputePercentiles(tpot);
   r.samples = std::move(samples);
   return r;
 }
@@ -210,16 +212,17 @@ std::string DrafterLabel(const LoadConfig& c) {
 }
 
 void PrintLoadHeader() {
-  std::printf("%4s %4s %-9s %5s %4s %9s %9s %15s %15s %17s %7s %8s\n", "conc", "T", "drafter", "req", "err",
-              "tok/s", "goodput", "TTFT p50/p99 ms", "ITL p50/p99 ms", "E2E p50/p99 ms", "accept", "tok/pass");
+  std::printf("%4s %4s %-9s %5s %4s %9s %9s %15s %15s %15s %17s %7s %8s\n", "conc", "T", "drafter", "req", "err",
+              "tok/s", "goodput", "TTFT p50/p99 ms", "ITL p50/p99 ms", "TPOT p50/p99 ms", "E2E p50/p99 ms", "accept",
+              "tok/pass");
 }
 
 void PrintLoadRow(const LoadResult& r) {
-  std::printf("%4d %4.1f %-9s %5lld %4lld %9.1f %9.1f %7.0f/%-7.0f %7.1f/%-7.1f %8.0f/%-8.0f %7.3f %8.2f\n",
+  std::printf("%4d %4.1f %-9s %5lld %4lld %9.1f %9.1f %7.0f/%-7.0f %7.1f/%-7.1f %7.1f/%-7.1f %8.0f/%-8.0f %7.3f %8.2f\n",
               r.config.concurrency, r.config.temperature, DrafterLabel(r.config).c_str(),
               static_cast<long long>(r.requests), static_cast<long long>(r.errors), r.throughput(), r.goodput(),
-              r.ttft_ms.p50, r.ttft_ms.p99, r.itl_ms.p50, r.itl_ms.p99, r.e2e_ms.p50, r.e2e_ms.p99, r.acceptance(),
-              r.tokens_per_pass());
+              r.ttft_ms.p50, r.ttft_ms.p99, r.itl_ms.p50, r.itl_ms.p99, r.tpot_ms.p50, r.tpot_ms.p99, r.e2e_ms.p50,
+              r.e2e_ms.p99, r.acceptance(), r.tokens_per_pass());
 }
 
 nlohmann::json LoadRowJson(const LoadResult& r) {
@@ -244,7 +247,8 @@ nlohmann::json LoadRowJson(const LoadResult& r) {
                       {"acceptance_rate", r.acceptance()},
                       {"tokens_per_pass", r.tokens_per_pass()}};
   for (const auto& [name, p] : {std::pair<const char*, const Percentiles*>{"ttft", &r.ttft_ms},
-                                {"itl", &r.itl_ms}, {"e2e", &r.e2e_ms}}) {
+                                {"itl", &r.itl_ms}, {"e2e", &r.e2e_ms},
+                                {"tpot", &r.tpot_ms}}) {
     j[std::string(name) + "_p50_ms"] = p->p50;
     j[std::string(name) + "_p90_ms"] = p->p90;
     j[std::string(name) + "_p99_ms"] = p->p99;

@@ -81,7 +81,10 @@ struct LoadResult {
   int64_t requests = 0, errors = 0, tokens = 0, good_tokens = 0;
   int64_t rounds = 0, drafted = 0, accepted = 0;
   double wall_s = 0;
-  Percentiles ttft_ms, itl_ms, e2e_ms;
+  // tpot_ms: each request's time per output token after its first,
+  // (E2E - TTFT) / (tokens - 1), as vLLM's benchmark reports it; ITL pools
+  // every token's gap instead, so its p99 is set by the slowest rounds.
+  Percentiles ttft_ms, itl_ms, e2e_ms, tpot_ms;
   std::string first_error;
   int repeats = 1;                     // slices merged into this row (MergeLoad)
   std::vector<RequestSample> samples;  // every request, for merging

@@ -53,10 +53,13 @@ for r in closed + open_:
     assert r["errors"] == 0 and r["requests"] > 0, r
     assert r["throughput_tokens_per_s"] > 0 and r["tokens"] > 0, r
     assert 0 <= r["goodput_tokens_per_s"] <= r["throughput_tokens_per_s"] + 1e-9, r
-    for m in ("ttft", "itl", "e2e"):
+    for m in ("ttft", "itl", "e2e", "tpot"):
         p50, p90, p99 = r[m + "_p50_ms"], r[m + "_p90_ms"], r[m + "_p99_ms"]
         assert 0 < p50 <= p90 <= p99, (m, r)
     assert r["e2e_p50_ms"] >= r["ttft_p50_ms"], r
+    # TPOT, a request's (E2E - TTFT) / (tokens - 1), is the mean of its own
+    # token gaps, so it lies within the pooled gaps' range.
+    assert r["tpot_p50_ms"] <= r["itl_p99_ms"] * 1.5 + 1, r
     if r["drafter"] == "model":
         assert 0 < r["acceptance_rate"] <= 1 and r["tokens_per_pass"] > 1, r
     else:
