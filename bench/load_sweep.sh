@@ -9,6 +9,10 @@
 #                            [--prompts FILE.jsonl] [--limit N]
 #                            [--max-sessions N] [--max-waiting N] [--cpu-activations fp32|int8]
 #                            [--k adaptive|N] [--prefix-tokens N] [--repeats R]
+#                            [--samples FILE]
+#
+# --samples FILE: every request of the sweep, with each streamed delta's gap
+# and tokens (serve-bench --samples-json), to see where a p99 comes from.
 #
 # --prefix-tokens N runs the repeated-prefix benchmark instead of the sweep
 # (serve-bench --prefix-tokens, tools/prefix_bench.h): on fresh services, the
@@ -36,7 +40,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 bin=${SPECSERVE_BIN:-$root/build/bin}
 repeats=1
 pair=bundled concurrency=1,2,4,8,16,32 duration=10 max_tokens=64 json="" plot="" prompts="" limit=8
-max_sessions=64 max_waiting=256 activations=fp32 k=adaptive prefix_tokens="" max_tokens_given=""
+max_sessions=64 max_waiting=256 activations=fp32 k=adaptive prefix_tokens="" max_tokens_given="" samples=""
 while [ $# -gt 0 ]; do
   case $1 in
     --pair) pair=$2; shift 2 ;;
@@ -53,6 +57,7 @@ while [ $# -gt 0 ]; do
     --cpu-activations) activations=$2; shift 2 ;;
     --k) k=$2; shift 2 ;;
     --prefix-tokens) prefix_tokens=$2; shift 2 ;;
+    --samples) samples=$2; shift 2 ;;
     *) echo "load_sweep.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -109,6 +114,7 @@ fi
 [ -n "$plot" ] && [ -z "$json" ] && json=$work/rows.json
 json_args=()
 [ -n "$json" ] && json_args=(--json "$json")
+[ -n "$samples" ] && json_args+=(--samples-json "$samples")
 "$bin/specserve" serve-bench --coordinator 127.0.0.1:$cp --target-model "$target" --draft-model "$draft" \
   --prompts "$prompts" --limit "$limit" --max-tokens "$max_tokens" --temperatures 0 --k "$k" \
   --concurrency "$concurrency" --duration "$duration" --repeats "$repeats" "${json_args[@]}"

@@ -25,6 +25,14 @@ void KPolicy::DecayedLine::Add(double x, double y) {
   sxy = sxy * kDecay + x * y;
 }
 
+void KPolicy::DecayedLine::Scale(double f) {
+  sw *= f;
+  sx *= f;
+  sy *= f;
+  sxx *= f;
+  sxy *= f;
+}
+
 double KPolicy::DecayedLine::At(double x, double lone_slope) const {
   if (sw == 0) return 0;
   const double mx = sx / sw, my = sy / sw;
@@ -60,7 +68,10 @@ void KPolicy::Observe(int32_t k, int32_t accepted, double draft_seconds, double 
   // A line that holds only a first round's figures (the lines are empty
   // before it) is replaced by the first ordinary one.
   const bool prefill = wait == Wait::kWithPrefill;
+  // A seeded line (Seed) measured ordinary rounds: a first round's figures,
+  // with the prefill, would only blur it.
   auto add = [&](DecayedLine& line, bool& provisional, double x, double y) {
+    if (prefill && seeded_) return;
     if (provisional) line = DecayedLine{};
     provisional = prefill;
     line.Add(x, y);
@@ -85,6 +96,25 @@ double KPolicy::DraftCost(int32_t k) const {
   const double g = ahead_hits_ / ahead_chances_;
   const double h = std::pow(std::clamp(acceptance_estimate(), 0.0, 1.0), k) * g;
   return (1 - h) * on_demand + h * ahead_wait_;
+}
+
+void KPolicy::Seed(const KPolicy& other) {
+  if (!adaptive_ || rounds_ > 0 || !other.learned()) return;
+  auto weight = [](double w) { return w > kSeedRounds ? kSeedRounds / w : 1.0; };
+  const double f = weight(other.acc_ + other.rej_);
+  acc_ = other.acc_ * f;
+  rej_ = other.rej_ * f;
+  draft_ = other.draft_;
+  draft_.Scale(weight(draft_.sw));
+  draft_provisional_ = false;
+  verify_ = other.verify_;
+  verify_.Scale(weight(verify_.sw));
+  verify_provisional_ = false;
+  seeded_ = true;
+  const double g = weight(other.ahead_chances_);
+  ahead_chances_ = other.ahead_chances_ * g;
+  ahead_hits_ = other.ahead_hits_ * g;
+  ahead_wait_ = other.ahead_wait_;
 }
 
 void KPolicy::ObserveTarget(const TargetLoad& load, double network_seconds) {

@@ -110,6 +110,19 @@ class KPolicy {
   // ignored when not known (in-process targets).
   void ObserveTarget(const TargetLoad& load, double network_seconds);
   bool load_aware() const { return load_.known; }
+  // Before its first round: start from what `other` (another request's
+  // policy on the same services, coordinator/target_load_board.h) measured,
+  // its acceptance and its lines for the draft's wait and the verify, in
+  // place of the prior, each weighing at most kSeedRounds rounds so that
+  // this request's own rounds soon outweigh it. Without it a new request
+  // under load knew neither: it took acceptance 0.75 and a free draft, drafted
+  // its first round among plain batch-mates, and opened a draft session (the
+  // draft service's prefill of its prompt) that it then never used (seen on
+  // the 2-core Xeon at 8 clients: 8 new requests at once, their prefills on
+  // the draft's core slowing the target's passes from 112 to 170-300 ms).
+  // Ignored when `other` has not drafted yet or this policy already has.
+  void Seed(const KPolicy& other);
+  bool learned() const { return rounds_ > 0; }
 
   static constexpr int32_t kMin = 1;
   static constexpr int32_t kMax = kMaxRoundK;
@@ -117,6 +130,7 @@ class KPolicy {
   static constexpr int32_t kExploreMax = 256;
   static constexpr double kPlainMatesK = 0.5;   // batch-mates' mean K below this: plain
   static constexpr double kLonePremium = 0.25;  // what a late round alone must promise more
+  static constexpr double kSeedRounds = 4;      // the weight of a Seed (the prior's: acc 3 + rej 1)
 
  private:
   KPolicy(int32_t k, bool adaptive) : k_(k), adaptive_(adaptive) {}
@@ -131,6 +145,7 @@ class KPolicy {
   struct DecayedLine {
     double sw = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
     void Add(double x, double y);
+    void Scale(double f);  // weighs f times as much (the line itself unchanged)
     // y at x; with a single x seen so far the slope is `lone_slope` of the
     // mean y per unit of x.
     double At(double x, double lone_slope) const;
@@ -140,6 +155,7 @@ class KPolicy {
   // A first round's waits (with the prefill) stand in only until a round
   // measures the line itself.
   bool verify_provisional_ = false, draft_provisional_ = false;
+  bool seeded_ = false;  // the lines came from Seed
   // The look-ahead: of the rounds after a fully accepted one, the decayed
   // share whose block was ready (the guessed bonus token was right too), and
   // the decayed mean wait for such a block.

@@ -47,6 +47,9 @@ struct LoopOptions {
   // Receives the target's load report with each verdict that carries one,
   // and the verify call's seconds outside the target.
   std::function<void(const TargetLoad&, double network_seconds)> on_target_load;
+  // Receives the policy after each round that drafted (what it has learned
+  // of acceptance and the draft's cost), to seed later requests' (KPolicy::Seed).
+  std::function<void(const KPolicy&)> on_policy;
   // Called when the drafter fails to open (`at_open`) or to propose, with
   // its error; returns a replacement (the n-gram drafter) or nullptr for
   // plain target decoding. Output stays exact either way.

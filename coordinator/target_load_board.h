@@ -3,13 +3,16 @@
 // request's adaptive K starts from it (docs/round_protocol.md "K under load")
 // instead of from the default K, so that under a saturated target its first
 // round is already plain decoding and does not wait for the draft's prefill.
-// Thread-safe.
+// With it, the adaptive policy of the request that drafted last: a new
+// request starts from its acceptance and draft cost (KPolicy::Seed) instead
+// of a prior. Thread-safe.
 #pragma once
 
 #include <chrono>
 #include <mutex>
 #include <optional>
 
+#include "coordinator/k_policy.h"
 #include "spec/round.h"
 
 namespace specserve {
@@ -38,10 +41,24 @@ class TargetLoadBoard {
     return latest_;
   }
 
+  void PostPolicy(const KPolicy& policy) {
+    if (!policy.learned()) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    policy_ = policy;
+    policy_posted_ = Clock::now();
+  }
+  std::optional<KPolicy> LatestPolicy(Clock::duration max_age = std::chrono::minutes(10)) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!policy_ || Clock::now() - policy_posted_ > max_age) return std::nullopt;
+    return policy_;
+  }
+
  private:
   mutable std::mutex mu_;
   std::optional<Report> latest_;
   Clock::time_point posted_;
+  std::optional<KPolicy> policy_;
+  Clock::time_point policy_posted_;
 };
 
 }  // namespace specserve

@@ -148,7 +148,7 @@ absl::Status RunLoadMode(const CliArgs& args, const SendFn& send, bool openai,
                                     : "closed loop",
               base.duration_s, max_tokens, prompts.size());
   PrintLoadHeader();
-  nlohmann::json out = nlohmann::json::array();
+  nlohmann::json out = nlohmann::json::array(), samples = nlohmann::json::array();
   for (const std::string& t : std::vector<std::string>(absl::StrSplit(args.Str("temperatures"), ',', absl::SkipEmpty()))) {
     double temperature = 0;
     if (!absl::SimpleAtod(t, &temperature) || temperature < 0) return absl::InvalidArgumentError("bad temperature " + t);
@@ -174,8 +174,14 @@ absl::Status RunLoadMode(const CliArgs& args, const SendFn& send, bool openai,
         PrintLoadRow(r);
         std::fflush(stdout);
         out.push_back(LoadRowJson(r));
+        for (nlohmann::json& one : LoadSamplesJson(r)) samples.push_back(std::move(one));
       }
     }
+  }
+  if (args.Given("samples-json")) {
+    std::ofstream f(args.Str("samples-json"));
+    f << samples.dump() << "\n";
+    if (!f) return absl::InternalError("cannot write " + args.Str("samples-json"));
   }
   return WriteJson(args, out);
 }
@@ -329,6 +335,7 @@ int ServeBench(int argc, char** argv) {
   args.Flag("cpu-activations", "fp32", "the in-process runs' CPU matrix products: fp32 or int8 (as the services')");
   args.Flag("lookup", "2", "the in-process runs' prompt lookup (as the coordinator's --draft-lookup, default 2)");
   args.Flag("json", "", "also write one JSON object per row to this file");
+  args.Flag("samples-json", "", "load mode: also write every request (TTFT, E2E, rounds, each delta's gap) to this file");
   args.Flag("concurrency", "",
             "load mode: comma-separated numbers of concurrent clients (e.g. 1,4,16); each row reports throughput, "
             "goodput and TTFT / inter-token / end-to-end latency percentiles (tools/load_bench.h)");

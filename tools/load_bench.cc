@@ -10,6 +10,7 @@
 #include <random>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "tools/coordinator_client.h"
 
@@ -45,6 +46,7 @@ void RequestSample::AddDelta(int64_t n, LoadClock::time_point arrival) {
     started_ = true;
   } else {
     const double each = Ms(now - last_) / static_cast<double>(n);
+    gaps.push_back({Ms(now - last_), n});
     for (int64_t i = 0; i < n; ++i) itl_ms.push_back(each);
   }
   last_ = now;
@@ -207,8 +209,8 @@ absl::StatusOr<LoadResult> MergeLoad(const std::vector<LoadResult>& parts) {
 std::string DrafterLabel(const LoadConfig& c) {
   if (!c.drafter_label.empty()) return c.drafter_label;
   if (c.drafter == v1::DRAFTER_NONE) return "none";
-  const std::string name = c.drafter == v1::DRAFTER_NGRAM ? "ngram" : "model";
-  return name + (c.k < 0 ? "/ad" : "/" + std::to_string(c.k));
+  const char* name = c.drafter == v1::DRAFTER_NGRAM ? "ngram" : "model";
+  return c.k < 0 ? absl::StrCat(name, "/ad") : absl::StrCat(name, "/", c.k);
 }
 
 void PrintLoadHeader() {
@@ -255,6 +257,25 @@ nlohmann::json LoadRowJson(const LoadResult& r) {
   }
   if (!r.first_error.empty()) j["first_error"] = r.first_error;
   return j;
+}
+
+nlohmann::json LoadSamplesJson(const LoadResult& r) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const RequestSample& s : r.samples) {
+    nlohmann::json j = {{"concurrency", r.config.concurrency},
+                        {"drafter", DrafterLabel(r.config)},
+                        {"temperature", r.config.temperature}};
+    if (!s.ok) {
+      j["error"] = s.error;
+    } else {
+      nlohmann::json gaps = nlohmann::json::array();
+      for (const RequestSample::Gap& g : s.gaps) gaps.push_back({g.ms, g.tokens});
+      j.update({{"ttft_ms", s.ttft_ms}, {"e2e_ms", s.e2e_ms}, {"tokens", s.tokens}, {"rounds", s.rounds},
+                {"drafted", s.drafted}, {"accepted", s.accepted}, {"gaps", std::move(gaps)}});
+    }
+    out.push_back(std::move(j));
+  }
+  return out;
 }
 
 }  // namespace specserve::cli

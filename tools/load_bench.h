@@ -53,6 +53,13 @@ struct RequestSample {
   std::string error;
   double ttft_ms = 0, e2e_ms = 0;
   std::vector<double> itl_ms;  // one entry per token after the first delta
+  // Each delta after the first as it came: the gap since the previous one
+  // and the tokens it carried (serve-bench --samples-json).
+  struct Gap {
+    double ms = 0;
+    int64_t tokens = 0;
+  };
+  std::vector<Gap> gaps;
   int64_t tokens = 0, rounds = 0, drafted = 0, accepted = 0;
 
   // A streamed delta of `n` tokens arrived now: the first sets TTFT, a later
@@ -122,5 +129,9 @@ std::string DrafterLabel(const LoadConfig& config);
 void PrintLoadHeader();
 void PrintLoadRow(const LoadResult& r);
 nlohmann::json LoadRowJson(const LoadResult& r);
+// Every request of a row, one object each: its row's concurrency, drafter
+// and temperature, TTFT, E2E, tokens, rounds, drafted, accepted and its
+// deltas' gaps as [ms, tokens] pairs (an error instead when it failed).
+nlohmann::json LoadSamplesJson(const LoadResult& r);
 
 }  // namespace specserve::cli
