@@ -115,12 +115,12 @@ class KPolicy {
   // its acceptance and its lines for the draft's wait and the verify, in
   // place of the prior, each weighing at most kSeedRounds rounds so that
   // this request's own rounds soon outweigh it. Without it a new request
-  // under load knew neither: it took acceptance 0.75 and a free draft, drafted
-  // its first round among plain batch-mates, and opened a draft session (the
-  // draft service's prefill of its prompt) that it then never used (seen on
-  // the 2-core Xeon at 8 clients: 8 new requests at once, their prefills on
-  // the draft's core slowing the target's passes from 112 to 170-300 ms).
-  // Ignored when `other` has not drafted yet or this policy already has.
+  // under load knew neither: it took acceptance 0.75 and a free draft and
+  // drafted its first rounds among plain batch-mates, late for their pass
+  // (seen on the 2-core Xeon at 8 clients, 32-token requests: 20 of 83
+  // requests drafted, 8 of 80 with the seed; p99 inter-token latency 247 ->
+  // 168 ms at the same throughput). Ignored when `other` has not drafted yet
+  // or this policy already has.
   void Seed(const KPolicy& other);
   bool learned() const { return rounds_ > 0; }
 
