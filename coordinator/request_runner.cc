@@ -81,12 +81,14 @@ class GenerationRun {
     if (std::optional<TargetLoadBoard::Report> r = up_.target_load().Latest()) {
       loop.k.ObserveTarget(r->load, r->network_seconds);
     }
-    // ... and from the acceptance and draft cost the last drafting request measured.
-    if (std::optional<KPolicy> learned = up_.target_load().LatestPolicy()) loop.k.Seed(*learned);
+    // ... and from the acceptance and draft cost the last request that
+    // drafted with the same drafter measured.
+    const int kind = drafter ? static_cast<int>(drafter->kind()) : -1;
+    if (std::optional<KPolicy> learned = up_.target_load().LatestPolicy(kind)) loop.k.Seed(*learned);
     loop.on_target_load = [this](const TargetLoad& load, double network_seconds) {
       up_.target_load().Post(load, network_seconds);
     };
-    loop.on_policy = [this](const KPolicy& k) { up_.target_load().PostPolicy(k); };
+    loop.on_policy = [this, kind](const KPolicy& k) { up_.target_load().PostPolicy(kind, k); };
     // The draft and target services run on their own machines: nothing stops
     // the draft from working during the verify (the n-gram drafter gains nothing).
     loop.overlap = opts_.overlap && drafter && drafter->kind() == v1::DRAFTER_MODEL;

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <mutex>
 #include <optional>
 
@@ -41,24 +42,29 @@ class TargetLoadBoard {
     return latest_;
   }
 
-  void PostPolicy(const KPolicy& policy) {
+  // Policies are kept per drafter (`drafter`: its v1::Drafter value): an
+  // n-gram drafter's acceptance and cost say nothing of the model's.
+  void PostPolicy(int drafter, const KPolicy& policy) {
     if (!policy.learned()) return;
     std::lock_guard<std::mutex> lock(mu_);
-    policy_ = policy;
-    policy_posted_ = Clock::now();
+    policies_.insert_or_assign(drafter, Learned{policy, Clock::now()});
   }
-  std::optional<KPolicy> LatestPolicy(Clock::duration max_age = std::chrono::minutes(10)) const {
+  std::optional<KPolicy> LatestPolicy(int drafter, Clock::duration max_age = std::chrono::minutes(10)) const {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!policy_ || Clock::now() - policy_posted_ > max_age) return std::nullopt;
-    return policy_;
+    auto it = policies_.find(drafter);
+    if (it == policies_.end() || Clock::now() - it->second.posted > max_age) return std::nullopt;
+    return it->second.policy;
   }
 
  private:
   mutable std::mutex mu_;
   std::optional<Report> latest_;
   Clock::time_point posted_;
-  std::optional<KPolicy> policy_;
-  Clock::time_point policy_posted_;
+  struct Learned {
+    KPolicy policy;
+    Clock::time_point posted;
+  };
+  std::map<int, Learned> policies_;
 };
 
 }  // namespace specserve

@@ -590,16 +590,18 @@ TEST(KPolicySeed, OnlyALearnedPolicySeedsAndOnlyBeforeTheFirstRound) {
   EXPECT_EQ(fixed.Next(), 4);
 }
 
-TEST(TargetLoadBoard, KeepsTheLastLearnedPolicy) {
+TEST(TargetLoadBoard, KeepsTheLastLearnedPolicyOfEachDrafter) {
+  constexpr int kModel = 1, kNgram = 2;
   TargetLoadBoard board;
-  EXPECT_FALSE(board.LatestPolicy().has_value());
-  board.PostPolicy(KPolicy::Adaptive(4));  // learned nothing: not posted
-  EXPECT_FALSE(board.LatestPolicy().has_value());
-  board.PostPolicy(LearnedAtEightClients());
-  std::optional<KPolicy> p = board.LatestPolicy();
+  EXPECT_FALSE(board.LatestPolicy(kModel).has_value());
+  board.PostPolicy(kModel, KPolicy::Adaptive(4));  // learned nothing: not posted
+  EXPECT_FALSE(board.LatestPolicy(kModel).has_value());
+  board.PostPolicy(kModel, LearnedAtEightClients());
+  std::optional<KPolicy> p = board.LatestPolicy(kModel);
   ASSERT_TRUE(p.has_value());
   EXPECT_NEAR(p->acceptance_estimate(), LearnedAtEightClients().acceptance_estimate(), 1e-12);
-  EXPECT_FALSE(board.LatestPolicy(std::chrono::nanoseconds(0)).has_value());
+  EXPECT_FALSE(board.LatestPolicy(kNgram).has_value());  // another drafter's: nothing yet
+  EXPECT_FALSE(board.LatestPolicy(kModel, std::chrono::nanoseconds(0)).has_value());
 }
 
 TEST(KPolicyLoadAware, FixedKIgnoresTheReport) {
