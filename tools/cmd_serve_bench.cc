@@ -108,12 +108,12 @@ Row FromBenchRun(const BenchRun& r, double temperature, int32_t k) {
   return row;
 }
 
-// With --json, the rows to that file.
-absl::Status WriteJson(const CliArgs& args, const nlohmann::json& rows) {
-  if (!args.Given("json")) return absl::OkStatus();
-  std::ofstream f(args.Str("json"));
+// With --json (or another such flag), the rows to that file.
+absl::Status WriteJson(const CliArgs& args, const nlohmann::json& rows, const std::string& flag = "json") {
+  if (!args.Given(flag)) return absl::OkStatus();
+  std::ofstream f(args.Str(flag));
   f << rows.dump(2) << "\n";
-  if (!f) return absl::InternalError("cannot write " + args.Str("json"));
+  if (!f) return absl::InternalError("cannot write " + args.Str(flag));
   return absl::OkStatus();
 }
 
@@ -178,11 +178,7 @@ absl::Status RunLoadMode(const CliArgs& args, const SendFn& send, bool openai,
       }
     }
   }
-  if (args.Given("samples-json")) {
-    std::ofstream f(args.Str("samples-json"));
-    f << samples.dump() << "\n";
-    if (!f) return absl::InternalError("cannot write " + args.Str("samples-json"));
-  }
+  RETURN_IF_ERROR(WriteJson(args, samples, "samples-json"));
   return WriteJson(args, out);
 }
 

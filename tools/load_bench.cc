@@ -45,11 +45,15 @@ void RequestSample::AddDelta(int64_t n, LoadClock::time_point arrival) {
     ttft_ms = Ms(now - arrival);
     started_ = true;
   } else {
-    const double each = Ms(now - last_) / static_cast<double>(n);
     gaps.push_back({Ms(now - last_), n});
-    for (int64_t i = 0; i < n; ++i) itl_ms.push_back(each);
   }
   last_ = now;
+}
+
+std::vector<double> RequestSample::ItlMs() const {
+  std::vector<double> itl;
+  for (const Gap& g : gaps) itl.insert(itl.end(), g.tokens, g.ms / static_cast<double>(g.tokens));
+  return itl;
 }
 
 SendFn GrpcSender(v1::Generation::Stub& stub) {
@@ -173,10 +177,10 @@ absl::StatusOr<LoadResult> SummarizeLoad(const LoadConfig& config, std::vector<R
     ttft.push_back(s.ttft_ms);
     e2e.push_back(s.e2e_ms);
     if (s.tokens > 1) tpot.push_back((s.e2e_ms - s.ttft_ms) / static_cast<double>(s.tokens - 1));
-    std::vector<double> own = s.itl_ms;
+    std::vector<double> own = s.ItlMs();
+    itl.insert(itl.end(), own.begin(), own.end());
     const Percentiles mine = ComputePercentiles(own);
     if (s.ttft_ms <= config.slo_ttft_ms && mine.p99 <= config.slo_itl_ms) r.good_tokens += s.tokens;
-    itl.insert(itl.end(), s.itl_ms.begin(), s.itl_ms.end());
   }
   if (r.requests == 0) return absl::DeadlineExceededError("serve-bench: no request started within --duration");
   if (r.errors == r.requests) {

@@ -52,7 +52,6 @@ struct RequestSample {
   bool ok = false;
   std::string error;
   double ttft_ms = 0, e2e_ms = 0;
-  std::vector<double> itl_ms;  // one entry per token after the first delta
   // Each delta after the first as it came: the gap since the previous one
   // and the tokens it carried (serve-bench --samples-json).
   struct Gap {
@@ -60,10 +59,13 @@ struct RequestSample {
     int64_t tokens = 0;
   };
   std::vector<Gap> gaps;
+  // The inter-token latencies: one entry per token after the first delta,
+  // each of a delta's tokens sharing its gap.
+  std::vector<double> ItlMs() const;
   int64_t tokens = 0, rounds = 0, drafted = 0, accepted = 0;
 
   // A streamed delta of `n` tokens arrived now: the first sets TTFT, a later
-  // one adds n ITL entries sharing the gap since the previous delta.
+  // one adds its gap.
   void AddDelta(int64_t n, LoadClock::time_point arrival);
 
  private:

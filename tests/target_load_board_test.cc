@@ -1,0 +1,108 @@
+// Unit tests for what a coordinator's requests share about the target and
+// each other (coordinator/target_load_board.h): the target's latest load
+// report, and the learned adaptive-K policy a new request starts from
+// (KPolicy::Seed).
+#include <chrono>
+#include <cstdint>
+#include <optional>
+
+#include "coordinator/k_policy.h"
+#include "coordinator/target_load_board.h"
+#include "gtest/gtest.h"
+#include "spec/target_load.h"
+
+namespace specserve {
+namespace {
+
+TEST(TargetLoadBoard, KeepsTheLatestKnownReportWhileItIsFresh) {
+  TargetLoadBoard board;
+  EXPECT_FALSE(board.Latest().has_value());
+  board.Post(TargetLoad{}, 0.5);  // unknown: not posted
+  EXPECT_FALSE(board.Latest().has_value());
+  board.Post(TargetLoad{true, 0.01, 0.02, 3, 7, {}}, 0.004);
+  board.Post(TargetLoad{true, 0.01, 0.02, 4, 9, {}}, 0.003);
+  std::optional<TargetLoadBoard::Report> r = board.Latest();
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->load.active_sessions, 9);
+  EXPECT_DOUBLE_EQ(r->network_seconds, 0.003);
+  EXPECT_FALSE(board.Latest(std::chrono::nanoseconds(0)).has_value());  // too old for that caller
+}
+
+// Under a plain batch of 8 (the ~1B Q8_0 target through the services on the
+// 2-core Xeon at 8 clients: a pass of 8 tokens 112 ms, 16 150, 40 260; the
+// batch-mates decode plainly), what an earlier request measured there: about
+// 0.55 of its drafted tokens accepted, a wait of 25 ms + 15 ms a drafted token.
+const TargetLoad kPlainBatchOf8{true, 0.07, 0.0058, 8, 8, {{8, 0.112}, {16, 0.150}, {40, 0.260}}, 1.0, 0.05};
+
+KPolicy LearnedAtEightClients() {
+  KPolicy p = KPolicy::Adaptive(4);
+  p.ObserveTarget(kPlainBatchOf8, 0.001);
+  for (int i = 0; i < 30; ++i) {
+    const int32_t k = i % 2 == 0 ? 1 : 2;
+    const int32_t accepted = i % 9 < 5 ? k : 0;  // 5 of 9 rounds take the whole block
+    p.Observe(k, accepted, 0.025 + 0.015 * k, 0.17);
+  }
+  return p;
+}
+
+TEST(KPolicySeed, ANewRequestUnderAPlainBatchStartsFromWhatOthersMeasured) {
+  // Unseeded, a new request takes acceptance 0.75 and a free draft: it
+  // drafts its first round among plain batch-mates (and opens a draft
+  // session it never uses).
+  KPolicy fresh = KPolicy::Adaptive(4);
+  fresh.ObserveTarget(kPlainBatchOf8, 0.001);
+  ASSERT_GT(fresh.Next(), 0);
+  // Seeded with an earlier request's policy it starts plain.
+  const KPolicy learned = LearnedAtEightClients();
+  ASSERT_TRUE(learned.learned());
+  ASSERT_EQ(learned.Next(), 0);
+  KPolicy seeded = KPolicy::Adaptive(4);
+  seeded.ObserveTarget(kPlainBatchOf8, 0.001);
+  seeded.Seed(learned);
+  EXPECT_NEAR(seeded.acceptance_estimate(), learned.acceptance_estimate(), 1e-9);
+  EXPECT_NEAR(seeded.DraftCost(2), learned.DraftCost(2), 1e-9);
+  EXPECT_EQ(seeded.Next(), 0);
+}
+
+TEST(KPolicySeed, TheRequestsOwnRoundsSoonOutweighTheSeed) {
+  KPolicy pessimist = KPolicy::Adaptive(4);
+  for (int i = 0; i < 40; ++i) pessimist.Observe(4, 0, 0.02, 0.1);  // nothing accepted
+  KPolicy p = KPolicy::Adaptive(4);
+  p.Seed(pessimist);
+  EXPECT_LT(p.acceptance_estimate(), 0.1);
+  // A prompt the draft knows well: whole blocks accepted.
+  for (int i = 0; i < 6; ++i) p.Observe(4, 4, 0.02, 0.1);
+  EXPECT_GT(p.acceptance_estimate(), 0.8);
+}
+
+TEST(KPolicySeed, OnlyALearnedPolicySeedsAndOnlyBeforeTheFirstRound) {
+  KPolicy p = KPolicy::Adaptive(4);
+  p.Seed(KPolicy::Adaptive(4));  // has seen no round: nothing to take
+  EXPECT_NEAR(p.acceptance_estimate(), 0.75, 1e-9);
+  p.Observe(4, 4, 0.02, 0.1);
+  KPolicy pessimist = KPolicy::Adaptive(4);
+  for (int i = 0; i < 40; ++i) pessimist.Observe(4, 0, 0.02, 0.1);
+  const double before = p.acceptance_estimate();
+  p.Seed(pessimist);  // it has its own rounds now
+  EXPECT_DOUBLE_EQ(p.acceptance_estimate(), before);
+  KPolicy fixed = KPolicy::Fixed(4);
+  fixed.Seed(pessimist);
+  EXPECT_EQ(fixed.Next(), 4);
+}
+
+TEST(TargetLoadBoard, KeepsTheLastLearnedPolicyOfEachDrafter) {
+  constexpr int kModel = 1, kNgram = 2;
+  TargetLoadBoard board;
+  EXPECT_FALSE(board.LatestPolicy(kModel).has_value());
+  board.PostPolicy(kModel, KPolicy::Adaptive(4));  // learned nothing: not posted
+  EXPECT_FALSE(board.LatestPolicy(kModel).has_value());
+  board.PostPolicy(kModel, LearnedAtEightClients());
+  std::optional<KPolicy> p = board.LatestPolicy(kModel);
+  ASSERT_TRUE(p.has_value());
+  EXPECT_NEAR(p->acceptance_estimate(), LearnedAtEightClients().acceptance_estimate(), 1e-12);
+  EXPECT_FALSE(board.LatestPolicy(kNgram).has_value());  // another drafter's: nothing yet
+  EXPECT_FALSE(board.LatestPolicy(kModel, std::chrono::nanoseconds(0)).has_value());
+}
+
+}  // namespace
+}  // namespace specserve
