@@ -175,6 +175,9 @@ constexpr int kTileGroups = 4;
 constexpr int kMaxTokens = 3;  // per token group
 // Tokens per stream: the weights come from memory once per stream.
 constexpr int kStreamTokens = 20;
+// From this many token groups a sweep unpacks a Q4_K or Q6_K unit once for
+// all of them (Sweep).
+constexpr int kDecodeParts = 4;
 
 // A stream's tokens as the units read them (indices relative to the stream):
 // their int8 pairs, their rows of Q8_0's block_bias or Q6_K's sub_bias, and
@@ -245,21 +248,66 @@ struct Q8_0Kernel {
 // nibbles (low nibbles for even j, high for odd, of the same bytes) from
 // zero, then acc = fma(float(i), (d * sc) * d_x, acc) and
 // acc = fma(-(dmin * m), ms, acc) with ms = d_x * S (the activations' Q4_K ms
-// lanes).
-struct Q4_KKernel {
-  static constexpr int64_t kCols = 256, kBytes = kQ4_KPackedBytes;
-  template <int G, int T>
-  static inline void Unit(const uint8_t* const* grp, int64_t s, const StreamTokens& st, int t0,
-                          __m512 (&acc)[G][T]) {
-    const __m512i low4 = _mm512_set1_epi8(0x0F);
-    const uint8_t* base[G];
-    __m512 d[G], dmin[G];
+// lanes). UnitFrom reads the codes and row scales from a source: Q4Direct
+// unpacks them from the packed bytes as it goes (one token group reads a
+// unit once), Q4Decoded holds them unpacked (a sweep's token groups share
+// one unpacking of the unit); both give the same values, so the same bits.
+template <int G>
+struct Q4Direct {
+  const uint8_t* base[G];
+  __m512 d[G], dmin[G];
+  Q4Direct(const uint8_t* const* grp, int64_t s) {
 #pragma GCC unroll 32
     for (int g = 0; g < G; ++g) {
-      base[g] = grp[g] + kBytes * s;
+      base[g] = grp[g] + kQ4_KPackedBytes * s;
       d[g] = HalvesToFloats(base[g]);
       dmin[g] = HalvesToFloats(base[g] + 32);
     }
+  }
+  // Sub-block j = 2p + h, the 4 codes of each row at 4k .. 4k + 3.
+  __m512i Codes(int g, int p, int h, int k) const {
+    __m512i w = _mm512_loadu_si512(base[g] + 320 + 512 * p + 64 * k);
+    if (h != 0) w = _mm512_srli_epi16(w, 4);
+    return _mm512_and_si512(w, _mm512_set1_epi8(0x0F));
+  }
+  __m512 Scale(int g, int j) const { return _mm512_mul_ps(d[g], BytesToFloats(base[g] + 64 + 16 * j)); }
+  __m512 Min(int g, int j) const { return _mm512_mul_ps(dmin[g], BytesToFloats(base[g] + 192 + 16 * j)); }
+};
+// A unit of G groups unpacked: 4 KiB of codes and 1 KiB of scales a group,
+// in the order UnitFrom reads them (groups innermost: no two reads of a
+// sub-block 4 KiB apart, which the store buffer would take for conflicts).
+template <int G>
+struct alignas(64) Q4Decoded {
+  __m512i q[8][8][G];
+  __m512 ws[8][G], m1[8][G];
+  void Fill(const uint8_t* const* grp, int64_t s) {
+    const Q4Direct<G> src(grp, s);
+#pragma GCC unroll 1
+    for (int p = 0; p < 4; ++p) {
+#pragma GCC unroll 2
+      for (int h = 0; h < 2; ++h) {
+#pragma GCC unroll 8
+        for (int k = 0; k < 8; ++k)
+#pragma GCC unroll 32
+          for (int g = 0; g < G; ++g) q[2 * p + h][k][g] = src.Codes(g, p, h, k);
+#pragma GCC unroll 32
+        for (int g = 0; g < G; ++g) {
+          ws[2 * p + h][g] = src.Scale(g, 2 * p + h);
+          m1[2 * p + h][g] = src.Min(g, 2 * p + h);
+        }
+      }
+    }
+  }
+  __m512i Codes(int g, int p, int h, int k) const { return q[2 * p + h][k][g]; }
+  __m512 Scale(int g, int j) const { return ws[j][g]; }
+  __m512 Min(int g, int j) const { return m1[j][g]; }
+};
+struct Q4_KKernel {
+  static constexpr int64_t kCols = 256, kBytes = kQ4_KPackedBytes;
+  template <int G>
+  using Decoded = Q4Decoded<G>;
+  template <int G, int T, class Src>
+  static inline void UnitFrom(const Src& src, int64_t s, const StreamTokens& st, int t0, __m512 (&acc)[G][T]) {
 #pragma GCC unroll 1
     for (int p = 0; p < 4; ++p) {
       const int64_t pair = 4 * s + p;
@@ -275,9 +323,7 @@ struct Q4_KKernel {
         for (int k = 0; k < 8; ++k) {
 #pragma GCC unroll 32
           for (int g = 0; g < G; ++g) {
-            __m512i w = _mm512_loadu_si512(base[g] + 320 + 512 * p + 64 * k);
-            if (h != 0) w = _mm512_srli_epi16(w, 4);
-            w = _mm512_and_si512(w, low4);
+            const __m512i w = src.Codes(g, p, h, k);
 #pragma GCC unroll 32
             for (int t = 0; t < T; ++t) {
               ia[g][t] = _mm512_dpbusd_epi32(ia[g][t], w, Broadcast4(st.xs[t0 + t][pair].q + 32 * h + 4 * k));
@@ -286,8 +332,8 @@ struct Q4_KKernel {
         }
 #pragma GCC unroll 32
         for (int g = 0; g < G; ++g) {
-          const __m512 ws = _mm512_mul_ps(d[g], BytesToFloats(base[g] + 64 + 16 * j));
-          const __m512 m1 = _mm512_mul_ps(dmin[g], BytesToFloats(base[g] + 192 + 16 * j));
+          const __m512 ws = src.Scale(g, j);
+          const __m512 m1 = src.Min(g, j);
 #pragma GCC unroll 32
           for (int t = 0; t < T; ++t) {
             const __m512 sc = _mm512_mul_ps(ws, _mm512_set1_ps(st.xs[t0 + t][pair].d[8 * h]));
@@ -297,6 +343,11 @@ struct Q4_KKernel {
         }
       }
     }
+  }
+  template <int G, int T>
+  static inline void Unit(const uint8_t* const* grp, int64_t s, const StreamTokens& st, int t0,
+                          __m512 (&acc)[G][T]) {
+    UnitFrom<G, T>(Q4Direct<G>(grp, s), s, st, t0, acc);
   }
 };
 
@@ -320,19 +371,59 @@ inline __m512i Unpack6(const uint8_t* p) {
 // i = s0 * i0 + s1 * i1 (the rows' int8 scales, vpmulld), then
 // acc = fma(float(i), d * d_x, acc). (For Q6_K, 2048 x 8192, 5 tokens, on
 // Zen 4: 1.33 ms in tiles of 2 groups x 5 tokens, 1.09 in 4 x 3, 1.17-1.22 in
-// 3 x 3, 1.23-1.30 in 2 x 3.)
-struct Q6_KKernel {
-  static constexpr int64_t kCols = 256, kBytes = kQ6_KPackedBytes;
-  template <int G, int T>
-  static inline void Unit(const uint8_t* const* grp, int64_t s, const StreamTokens& st, int t0,
-                          __m512 (&acc)[G][T]) {
-    const uint8_t* base[G];
-    __m512 d[G];
+// 3 x 3, 1.23-1.30 in 2 x 3.) Sources as for Q4_K: Q6Direct unpacks as it
+// goes, Q6Decoded holds a unit unpacked for a sweep's token groups.
+template <int G>
+struct Q6Direct {
+  const uint8_t* base[G];
+  __m512 d[G];
+  Q6Direct(const uint8_t* const* grp, int64_t s) {
 #pragma GCC unroll 32
     for (int g = 0; g < G; ++g) {
-      base[g] = grp[g] + kBytes * s;
+      base[g] = grp[g] + kQ6_KPackedBytes * s;
       d[g] = _mm512_loadu_ps(base[g]);
     }
+  }
+  // Block b, the 4 codes of each row at 4k .. 4k + 3.
+  __m512i Codes(int g, int b, int k) const { return Unpack6(base[g] + 320 + 384 * b + 48 * k); }
+  // Sub-block i (16 values) of the 16 rows, as int32 lanes.
+  __m512i Scales(int g, int i) const {
+    return _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(base[g] + 64 + 16 * i)));
+  }
+  __m512 D(int g) const { return d[g]; }
+};
+// A unit of G groups unpacked, as Q4Decoded.
+template <int G>
+struct alignas(64) Q6Decoded {
+  __m512i q[8][8][G];
+  __m512i sc[16][G];
+  __m512 d[G];
+  void Fill(const uint8_t* const* grp, int64_t s) {
+    const Q6Direct<G> src(grp, s);
+#pragma GCC unroll 1
+    for (int b = 0; b < 8; ++b) {
+#pragma GCC unroll 8
+      for (int k = 0; k < 8; ++k)
+#pragma GCC unroll 32
+        for (int g = 0; g < G; ++g) q[b][k][g] = src.Codes(g, b, k);
+    }
+#pragma GCC unroll 1
+    for (int i = 0; i < 16; ++i)
+#pragma GCC unroll 32
+      for (int g = 0; g < G; ++g) sc[i][g] = src.Scales(g, i);
+#pragma GCC unroll 32
+    for (int g = 0; g < G; ++g) d[g] = src.D(g);
+  }
+  __m512i Codes(int g, int b, int k) const { return q[b][k][g]; }
+  __m512i Scales(int g, int i) const { return sc[i][g]; }
+  __m512 D(int g) const { return d[g]; }
+};
+struct Q6_KKernel {
+  static constexpr int64_t kCols = 256, kBytes = kQ6_KPackedBytes;
+  template <int G>
+  using Decoded = Q6Decoded<G>;
+  template <int G, int T, class Src>
+  static inline void UnitFrom(const Src& src, int64_t s, const StreamTokens& st, int t0, __m512 (&acc)[G][T]) {
 #pragma GCC unroll 1
     for (int b = 0; b < 8; ++b) {
       const int64_t pair = 4 * s + b / 2;
@@ -351,7 +442,7 @@ struct Q6_KKernel {
         for (int k = 4 * j; k < 4 * j + 4; ++k) {
 #pragma GCC unroll 32
           for (int g = 0; g < G; ++g) {
-            const __m512i w = Unpack6(base[g] + 320 + 384 * b + 48 * k);
+            const __m512i w = src.Codes(g, b, k);
 #pragma GCC unroll 32
             for (int t = 0; t < T; ++t) {
               ij[g][t] = _mm512_dpbusd_epi32(ij[g][t], w, Broadcast4(st.xs[t0 + t][pair].q + 32 * h + 4 * k));
@@ -360,8 +451,7 @@ struct Q6_KKernel {
         }
 #pragma GCC unroll 32
         for (int g = 0; g < G; ++g) {
-          const __m512i sc = _mm512_cvtepi8_epi32(
-              _mm_loadu_si128(reinterpret_cast<const __m128i*>(base[g] + 64 + 16 * (2 * b + j))));
+          const __m512i sc = src.Scales(g, 2 * b + j);
 #pragma GCC unroll 32
           for (int t = 0; t < T; ++t) {
             const __m512i p = _mm512_mullo_epi32(ij[g][t], sc);
@@ -373,11 +463,16 @@ struct Q6_KKernel {
       for (int g = 0; g < G; ++g) {
 #pragma GCC unroll 32
         for (int t = 0; t < T; ++t) {
-          const __m512 sx = _mm512_mul_ps(d[g], _mm512_set1_ps(st.xs[t0 + t][pair].d[8 * h]));
+          const __m512 sx = _mm512_mul_ps(src.D(g), _mm512_set1_ps(st.xs[t0 + t][pair].d[8 * h]));
           acc[g][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[g][t]), sx, acc[g][t]);
         }
       }
     }
+  }
+  template <int G, int T>
+  static inline void Unit(const uint8_t* const* grp, int64_t s, const StreamTokens& st, int t0,
+                          __m512 (&acc)[G][T]) {
+    UnitFrom<G, T>(Q6Direct<G>(grp, s), s, st, t0, acc);
   }
 };
 
@@ -392,17 +487,30 @@ void Tile(const uint8_t* const* grp, const __mmask16* masks, int64_t nu, const S
   Store<G, T>(acc, masks, y, ldy);
 }
 
+// A kernel whose codes need unpacking (Q4_K, Q6_K) names a Decoded<G> unit.
+template <class K, int G>
+concept Decodes = requires { typename K::template Decoded<G>; };
+
 // One unit for the token group at t0 of `size` tokens, its float sums kept
-// in sums[G][kStreamTokens] between units.
-template <class K, int G, int T>
-inline void SweepPart(const uint8_t* const* grp, int64_t u, const StreamTokens& st, int t0,
+// in sums[G][kStreamTokens] between units; the unit from the packed bytes,
+// or from `dec` when not null (Decodes).
+template <class K, int G, int T, class Dec>
+inline void SweepPart(const uint8_t* const* grp, const Dec* dec, int64_t u, const StreamTokens& st, int t0,
                       __m512 (&sums)[G][kStreamTokens]) {
   __m512 acc[G][T];
 #pragma GCC unroll 32
   for (int g = 0; g < G; ++g)
 #pragma GCC unroll 32
     for (int t = 0; t < T; ++t) acc[g][t] = sums[g][t0 + t];
-  K::template Unit<G, T>(grp, u, st, t0, acc);
+  if constexpr (Decodes<K, G>) {
+    if (dec != nullptr) {
+      K::template UnitFrom<G, T>(*dec, u, st, t0, acc);
+    } else {
+      K::template Unit<G, T>(grp, u, st, t0, acc);
+    }
+  } else {
+    K::template Unit<G, T>(grp, u, st, t0, acc);
+  }
 #pragma GCC unroll 32
   for (int g = 0; g < G; ++g)
 #pragma GCC unroll 32
@@ -417,7 +525,10 @@ inline void SweepPart(const uint8_t* const* grp, int64_t u, const StreamTokens& 
 // the 2-core Xeon, a prototype against the old kernel in one process, 8192 x 2304 Q8_0, 1 thread, best of 12 passes over 1.2 GB
 // of copies, bits unchanged: 5 tokens 1.88 -> 1.59 ms, 9: 2.28 -> 1.75, 17:
 // 3.07 -> 2.20, 64: 10.4 -> 7.7; and 1.39 -> 1.47 ms for one token,
-// which therefore stays on Tile.)
+// which therefore stays on Tile.) Q4_K's and Q6_K's units are unpacked
+// once, into 20 KiB of L1, for all token groups: each group unpacking the
+// codes itself cost more than its dot products (2-core Xeon, 8192 x 2304,
+// 1 thread, 9 tokens: Q4_K 1.13 ms, 2.7x one token, Q8_0 1.42x).
 template <class K, int G>
 void Sweep(const uint8_t* const* grp, const __mmask16* masks, int64_t nu, const StreamTokens& st, int nt,
            float* y, int64_t ldy) {
@@ -430,12 +541,29 @@ void Sweep(const uint8_t* const* grp, const __mmask16* masks, int64_t nu, const 
   __m512 sums[G][kStreamTokens];
   for (int g = 0; g < G; ++g)
     for (int t = 0; t < nt; ++t) sums[g][t] = _mm512_setzero_ps();
+  struct None {};
+  using Dec = decltype([] {
+    if constexpr (Decodes<K, G>) {
+      return typename K::template Decoded<G>{};
+    } else {
+      return None{};
+    }
+  }());
+  Dec dec;
+  const bool decode = parts >= kDecodeParts;
   for (int64_t u = 0; u < nu; ++u) {
+    const Dec* from = nullptr;
+    if constexpr (Decodes<K, G>) {
+      if (decode) {
+        dec.Fill(grp, u);
+        from = &dec;
+      }
+    }
     for (int p = 0, t = 0; p < parts; t += sizes[p], ++p) {
       switch (sizes[p]) {
-        case 1: SweepPart<K, G, 1>(grp, u, st, t, sums); break;
-        case 2: SweepPart<K, G, 2>(grp, u, st, t, sums); break;
-        default: SweepPart<K, G, 3>(grp, u, st, t, sums); break;
+        case 1: SweepPart<K, G, 1>(grp, from, u, st, t, sums); break;
+        case 2: SweepPart<K, G, 2>(grp, from, u, st, t, sums); break;
+        default: SweepPart<K, G, 3>(grp, from, u, st, t, sums); break;
       }
     }
   }
