@@ -46,7 +46,8 @@ class Loop {
       ASSIGN_OR_RETURN(RoundResult verdict, Verify(proposal, rec));
       st_.Add(rec);
       opts_.k.Observe(rec.drafted, rec.accepted, rec.draft_wall, rec.verify_wall, WaitOf(rec));
-      if (opts_.on_policy && rec.drafted > 0 && opts_.k.adaptive()) opts_.on_policy(opts_.k);
+      // After a fallback the policy blends two drafters' rounds: not posted.
+      if (opts_.on_policy && rec.drafted > 0 && opts_.k.adaptive() && st_.fallbacks == 0) opts_.on_policy(opts_.k);
       opts_.k.ObserveTarget(verdict.target_load, rec.verify_wall - rec.verify_seconds);
       if (opts_.on_target_load && verdict.target_load.known) {
         opts_.on_target_load(verdict.target_load, rec.verify_wall - rec.verify_seconds);

@@ -48,7 +48,8 @@ struct LoopOptions {
   // and the verify call's seconds outside the target.
   std::function<void(const TargetLoad&, double network_seconds)> on_target_load;
   // Receives the policy after each round that drafted (what it has learned
-  // of acceptance and the draft's cost), to seed later requests' (KPolicy::Seed).
+  // of acceptance and the draft's cost), to seed later requests' (KPolicy::Seed);
+  // never after a fallback, whose rounds blend another drafter's into it.
   std::function<void(const KPolicy&)> on_policy;
   // Called when the drafter fails to open (`at_open`) or to propose, with
   // its error; returns a replacement (the n-gram drafter) or nullptr for
