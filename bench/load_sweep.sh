@@ -9,7 +9,7 @@
 #                            [--prompts FILE.jsonl] [--limit N]
 #                            [--max-sessions N] [--max-waiting N] [--cpu-activations fp32|int8]
 #                            [--k adaptive|N] [--prefix-tokens N] [--repeats R]
-#                            [--samples FILE]
+#                            [--samples FILE] [--target FILE.gguf]
 #
 # --samples FILE: every request of the sweep, with each streamed delta's gap
 # and tokens (serve-bench --samples-json), to see where a p99 comes from.
@@ -29,6 +29,9 @@
 # clients than --max-sessions the rest wait in its queue (their wait shows in
 # TTFT), or, with --max-waiting 0, are refused and counted as errors.
 #
+# --target FILE.gguf replaces the pair's target (the realistic Q4_K_M one,
+# say: ~/.cache/specserve/realistic/target-1b-q4_k_m.gguf).
+#
 # bundled: code-target-7m with code-draft-1m (models/). realistic: the
 # inflated ~1B Q8_0 target and ~100M draft that bench/realistic.sh builds
 # into ~/.cache/specserve/realistic (run it once first). Target and draft are
@@ -41,6 +44,7 @@ bin=${SPECSERVE_BIN:-$root/build/bin}
 repeats=1
 pair=bundled concurrency=1,2,4,8,16,32 duration=10 max_tokens=64 json="" plot="" prompts="" limit=8
 max_sessions=64 max_waiting=256 activations=fp32 k=adaptive prefix_tokens="" max_tokens_given="" samples=""
+target_override=""
 while [ $# -gt 0 ]; do
   case $1 in
     --pair) pair=$2; shift 2 ;;
@@ -58,6 +62,7 @@ while [ $# -gt 0 ]; do
     --k) k=$2; shift 2 ;;
     --prefix-tokens) prefix_tokens=$2; shift 2 ;;
     --samples) samples=$2; shift 2 ;;
+    --target) target_override=$2; shift 2 ;;
     *) echo "load_sweep.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -68,6 +73,7 @@ case $pair in
     target=$cache/target-1b-q8_0.gguf; draft=$cache/draft-100m-q8_0.gguf ;;
   *) echo "load_sweep.sh: --pair bundled|realistic" >&2; exit 2 ;;
 esac
+[ -n "$target_override" ] && target=$target_override
 for f in "$target" "$draft"; do
   [ -f "$f" ] || { echo "load_sweep.sh: missing $f (bench/realistic.sh builds the realistic pair)" >&2; exit 1; }
 done
@@ -119,5 +125,5 @@ json_args=()
   --prompts "$prompts" --limit "$limit" --max-tokens "$max_tokens" --temperatures 0 --k "$k" \
   --concurrency "$concurrency" --duration "$duration" --repeats "$repeats" "${json_args[@]}"
 if [ -n "$plot" ]; then
-  python3 "$root/bench/plot_load.py" "$json" "$plot" --title "serve-bench, $pair pair, K $k vs plain"
+  python3 "$root/bench/plot_load.py" "$json" "$plot" --title "serve-bench, $pair pair$([ -n "$target_override" ] && echo " ($(basename "$target"))"), K $k vs plain"
 fi

@@ -153,12 +153,18 @@ int32_t KPolicy::Next() const {
   auto alone_and_late = [&](int32_t k) {
     return plain_mates && k > 0 && (rounds_ == 0 || draft_.At(k, 1.0) > load_.gather_seconds);
   };
+  // In a batch, drafting must promise kLoadMargin more than plain decoding
+  // (see the header); a late round alone, kLonePremium.
+  const bool batched = load_.known && batch >= 1.5;
+  auto premium = [&](int32_t k) {
+    if (alone_and_late(k)) return 1 + kLonePremium;
+    return batched && k > 0 ? 1 + kLoadMargin : 1.0;
+  };
   int32_t best = k_min;
   double best_rate = -1;
   for (int32_t k = k_min; k <= kMax; ++k) {
     const double expected = (1 - std::pow(a, k + 1)) / (1 - a);
-    const double rate =
-        expected / std::max(1e-9, round_seconds(k)) / (alone_and_late(k) ? 1 + kLonePremium : 1.0);
+    const double rate = expected / std::max(1e-9, round_seconds(k)) / premium(k);
     if (rate > best_rate * (1 + 1e-9)) {
       best_rate = rate;
       best = k;

@@ -64,6 +64,7 @@ class GenerationRun {
     if (model_missing) CountFallback(up_.draft_circuit_open() ? "circuit_open" : "no_draft_service");
     drafter_name_ = drafter ? DrafterName(drafter->kind()) : "none";
     RemoteVerifier verifier(up_.target(), remote);
+    const TargetLoadBoard::Live live = up_.target_load().Join();  // before MakeLoopOptions reads the board
     LoopOptions loop = MakeLoopOptions(drafter.get());
     absl::StatusOr<LoopStats> ls = RunSpeculative(plan_.spec, drafter.get(), verifier, loop);
     if (!ls.ok()) return MapTargetError(ls.status(), rc_);

@@ -324,6 +324,30 @@ TEST(KPolicyLoadAware, APlainBatchStillMovesToDraftingWhereDraftingPays) {
   EXPECT_GE(p.Next(), 1);
 }
 
+// A batch of 8 that drafts together (2 tokens a session a pass), acceptance
+// 0.5, a draft wait of 2 ms + 3 ms a token; a pass of 8 tokens 88 ms, of 24
+// 170 ms, of 16 `pass16` seconds.
+KPolicy DraftingBatchOf8(double pass16) {
+  TargetLoad load{true, 0.05, 0.005, 8, 8, {{8, 0.088}, {16, pass16}, {24, 0.170}}};
+  load.tokens_per_session = 2.0;
+  load.gather_seconds = 0.030;
+  KPolicy p = KPolicy::Adaptive(4);
+  for (int i = 0; i < 40; ++i) {
+    const int32_t k = 1 + i % 2;
+    p.Observe(k, k == 1 ? 1 : 0, 0.002 + 0.003 * k, PassSeconds(load, 8 * (k + 1)));
+    p.ObserveTarget(load, 0.001);
+  }
+  return p;
+}
+
+TEST(KPolicyLoadAware, ABatchDraftsOnlyForAClearGain) {
+  // K 1: 1.5 tokens in 128 ms against plain's 1 in 89 ms, 4% more: within
+  // the margin a batch's drafting must clear, so plain decoding.
+  EXPECT_EQ(DraftingBatchOf8(0.122).Next(), 0);
+  // 1.5 tokens in 106 ms, 26% more: drafting.
+  EXPECT_GE(DraftingBatchOf8(0.100).Next(), 1);
+}
+
 TEST(KPolicyLoadAware, WithoutAReportKNeverFallsBelowOne) {
   KPolicy p = KPolicy::Adaptive(4);
   p.ObserveTarget(TargetLoad{}, 0.01);  // unknown: ignored

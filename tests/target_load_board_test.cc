@@ -4,7 +4,9 @@
 // (KPolicy::Seed).
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
+#include <vector>
 
 #include "coordinator/k_policy.h"
 #include "coordinator/target_load_board.h"
@@ -26,6 +28,33 @@ TEST(TargetLoadBoard, KeepsTheLatestKnownReportWhileItIsFresh) {
   EXPECT_EQ(r->load.active_sessions, 9);
   EXPECT_DOUBLE_EQ(r->network_seconds, 0.003);
   EXPECT_FALSE(board.Latest(std::chrono::nanoseconds(0)).has_value());  // too old for that caller
+}
+
+TEST(TargetLoadBoard, ABurstOfRequestsCountsTheRequestsRunningNow) {
+  // The last verdict of a quiet spell: 1 session, in every pass.
+  TargetLoadBoard board;
+  board.Post(TargetLoad{true, 0.05, 0.002, 1, 1, {}}, 0.001);
+  {
+    std::vector<std::unique_ptr<TargetLoadBoard::Live>> burst;
+    for (int i = 0; i < 8; ++i) burst.push_back(std::make_unique<TargetLoadBoard::Live>(&board));
+    EXPECT_EQ(board.live(), 8);
+    std::optional<TargetLoadBoard::Report> r = board.Latest();
+    ASSERT_TRUE(r.has_value());
+    EXPECT_EQ(r->load.active_sessions, 8);
+    EXPECT_EQ(r->load.sessions_per_pass, 8);
+    // A saturated target's report: what it says stands.
+    board.Post(TargetLoad{true, 0.05, 0.002, 12, 16, {}}, 0.001);
+    r = board.Latest();
+    EXPECT_EQ(r->load.active_sessions, 16);
+    EXPECT_EQ(r->load.sessions_per_pass, 12);
+    // Half the sessions in each pass: so are the coordinator's new ones.
+    board.Post(TargetLoad{true, 0.05, 0.002, 1, 2, {}}, 0.001);
+    r = board.Latest();
+    EXPECT_EQ(r->load.active_sessions, 8);
+    EXPECT_EQ(r->load.sessions_per_pass, 4);
+  }
+  EXPECT_EQ(board.live(), 0);
+  EXPECT_EQ(board.Latest()->load.active_sessions, 2);
 }
 
 // Under a plain batch of 8 (the ~1B Q8_0 target through the services on the
