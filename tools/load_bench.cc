@@ -124,6 +124,8 @@ absl::StatusOr<LoadResult> RunLoad(const SendFn& send, const std::vector<std::ve
         if (arrival - start >= duration) return;
       }
       RequestSample s = send(prompts[i % prompts.size()], config, i, arrival);
+      s.start_ms = Ms(arrival - start);
+      s.prompt = i % static_cast<int64_t>(prompts.size());
       done_tokens += s.tokens;
       ++done_requests;
       std::lock_guard<std::mutex> lock(mu);
@@ -275,7 +277,8 @@ nlohmann::json LoadSamplesJson(const LoadResult& r) {
       nlohmann::json gaps = nlohmann::json::array();
       for (const RequestSample::Gap& g : s.gaps) gaps.push_back({g.ms, g.tokens});
       j.update({{"ttft_ms", s.ttft_ms}, {"e2e_ms", s.e2e_ms}, {"tokens", s.tokens}, {"rounds", s.rounds},
-                {"drafted", s.drafted}, {"accepted", s.accepted}, {"gaps", std::move(gaps)}});
+                {"drafted", s.drafted}, {"accepted", s.accepted}, {"start_ms", s.start_ms},
+                {"prompt", s.prompt}, {"gaps", std::move(gaps)}});
     }
     out.push_back(std::move(j));
   }

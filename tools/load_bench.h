@@ -63,6 +63,10 @@ struct RequestSample {
   // each of a delta's tokens sharing its gap.
   std::vector<double> ItlMs() const;
   int64_t tokens = 0, rounds = 0, drafted = 0, accepted = 0;
+  // When the request was sent, from the start of its row (ms), and the
+  // index of its prompt: to line requests up in time (--samples-json).
+  double start_ms = 0;
+  int64_t prompt = 0;
 
   // A streamed delta of `n` tokens arrived now: the first sets TTFT, a later
   // one adds its gap.

@@ -79,6 +79,12 @@ for r in closed:
         assert 0 < sum(t for _, t in s["gaps"]) < s["tokens"], s
         assert all(ms > 0 for ms, _ in s["gaps"]), s
         assert sum(ms for ms, _ in s["gaps"]) <= s["e2e_ms"] - s["ttft_ms"] + 1e-6, s
+        # When it was sent (ms into its row) and which prompt it sent.
+        assert 0 <= s["start_ms"] and 0 <= s["prompt"], s
+    # A closed loop: each client sends its next request when the last ends,
+    # so the first `concurrency` requests start at once, in prompt order.
+    first = sorted(mine, key=lambda s: s["start_ms"])[:r["concurrency"]]
+    assert max(s["start_ms"] for s in first) < 1000, first
     tpot = [(s["e2e_ms"] - s["ttft_ms"]) / (s["tokens"] - 1) for s in mine if s["tokens"] > 1]
     for q, name in ((0.5, "tpot_p50_ms"), (0.99, "tpot_p99_ms")):
         assert abs(nearest_rank(tpot, q) - r[name]) < 1e-6, (name, r[name], sorted(tpot))
