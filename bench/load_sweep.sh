@@ -10,6 +10,7 @@
 #                            [--max-sessions N] [--max-waiting N] [--cpu-activations fp32|int8]
 #                            [--k adaptive|N] [--prefix-tokens N] [--repeats R]
 #                            [--samples FILE] [--target FILE.gguf] [--batch-gather-ms N]
+#                            [--prefill-chunk-tokens N]
 #
 # --samples FILE: every request of the sweep, with each streamed delta's gap
 # and tokens (serve-bench --samples-json), to see where a p99 comes from.
@@ -31,6 +32,9 @@
 #
 # --batch-gather-ms N goes to the target (its default 30).
 #
+# --prefill-chunk-tokens N goes to target and draft (their default 64; 0:
+# whole prompts, rpc/model_service.h SetPrefillChunk).
+#
 # --target FILE.gguf replaces the pair's target (the realistic Q4_K_M one,
 # say: ~/.cache/specserve/realistic/target-1b-q4_k_m.gguf).
 #
@@ -46,7 +50,7 @@ bin=${SPECSERVE_BIN:-$root/build/bin}
 repeats=1
 pair=bundled concurrency=1,2,4,8,16,32 duration=10 max_tokens=64 json="" plot="" prompts="" limit=8
 max_sessions=64 max_waiting=256 activations=fp32 k=adaptive prefix_tokens="" max_tokens_given="" samples=""
-target_override="" gather=()
+target_override="" gather=() chunk=()
 while [ $# -gt 0 ]; do
   case $1 in
     --pair) pair=$2; shift 2 ;;
@@ -66,6 +70,7 @@ while [ $# -gt 0 ]; do
     --samples) samples=$2; shift 2 ;;
     --target) target_override=$2; shift 2 ;;
     --batch-gather-ms) gather=(--batch-gather-ms "$2"); shift 2 ;;
+    --prefill-chunk-tokens) chunk=(--prefill-chunk-tokens "$2"); shift 2 ;;
     *) echo "load_sweep.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -91,9 +96,9 @@ trap cleanup EXIT; [ -n "${KEEP_LOGS:-}" ] && trap "cp $work/*.log $KEEP_LOGS/; 
 read -r tp dp cp <<<"$(python3 "$root/tools/free_ports.py" 3)"
 tcpu=() dcpu=()
 if [ "$(nproc)" -ge 2 ]; then tcpu=(--cpus 0); dcpu=(--cpus 1); fi
-"$bin/specserve-target" --listen 127.0.0.1:$tp --model "$target" "${tcpu[@]}" --max-sessions 64 --cpu-activations "$activations" "${gather[@]}" >"$work/target.log" 2>&1 &
+"$bin/specserve-target" --listen 127.0.0.1:$tp --model "$target" "${tcpu[@]}" --max-sessions 64 --cpu-activations "$activations" "${gather[@]}" "${chunk[@]}" >"$work/target.log" 2>&1 &
 pids+=($!)
-"$bin/specserve-draft" --listen 127.0.0.1:$dp --model "$draft" "${dcpu[@]}" --max-sessions 64 --cpu-activations "$activations" >"$work/draft.log" 2>&1 &
+"$bin/specserve-draft" --listen 127.0.0.1:$dp --model "$draft" "${dcpu[@]}" --max-sessions 64 --cpu-activations "$activations" "${chunk[@]}" >"$work/draft.log" 2>&1 &
 pids+=($!)
 "$bin/specserve-coordinator" --listen 127.0.0.1:$cp --target 127.0.0.1:$tp --draft 127.0.0.1:$dp \
   --max-sessions "$max_sessions" --max-waiting "$max_waiting" >"$work/coordinator.log" 2>&1 &

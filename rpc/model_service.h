@@ -13,6 +13,7 @@
 // scheduler thread calls the role's hooks until then).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -64,6 +65,16 @@ class ModelService : public Service::CallbackService, public SessionService<Req,
   }
 
   void SetInfo(const v1::ModelInfo& info) { info_ = info; }
+  // Chunked prefill (--prefill-chunk-tokens): while some session is past its
+  // prefill (decoding: its stream waits on this service's passes), a pass
+  // computes at most `tokens` prompt tokens in all, the oldest session's
+  // first, so a new prompt lengthens the passes of the streams already
+  // running by a bounded amount instead of one pass as long as its whole
+  // prefill. The rest of the prompt follows in the next passes. With no
+  // session decoding, a prompt is prefilled in one pass (nothing to protect;
+  // each extra pass reads the weights again). 0: never chunked. Call before
+  // Attach.
+  void SetPrefillChunk(int64_t tokens) { prefill_chunk_ = tokens; }
   // Before serving: with mutual TLS, only clients whose certificate names
   // one of tls.allowed_clients open sessions or read the model info.
   void SetTls(const TlsConfig& tls) { tls_ = tls; }
@@ -119,13 +130,23 @@ class ModelService : public Service::CallbackService, public SessionService<Req,
     verify_.clear();
     sample_.clear();
     std::vector<std::pair<uint64_t, absl::Status>> failed;
+    bool decoding = false;
+    for (const auto& [id, e] : this->sessions_) decoding = decoding || !e.state.prefill_pending;
+    int64_t prefill_left = prefill_chunk_ > 0 && decoding ? prefill_chunk_ : INT64_MAX;
     for (auto& [id, e] : this->sessions_) {
       State& st = e.state;
       st.pass = State::Pass::kNone;
       ForwardSeq pass;
       if (st.prefill_pending) {
+        // The first `take` tokens of what is left of the prompt; the
+        // logits (if the role wants any) only with its last chunk.
+        const int64_t left = static_cast<int64_t>(st.prefill.tokens.size());
+        const int64_t take = std::min(left, prefill_left);
+        if (take == 0) continue;  // this pass's prefill budget is spent: the next one
+        prefill_left -= take;
         st.pass = State::Pass::kPrefill;
-        pass = st.prefill;
+        pass = ForwardSeq{st.prefill.kv, st.prefill.tokens.subspan(0, static_cast<size_t>(take)),
+                          take == left ? st.prefill.n_logits : 0};
       } else {
         absl::StatusOr<bool> wanted = NextPass(e, &pass);
         if (!wanted.ok()) failed.emplace_back(id, wanted.status());
@@ -146,7 +167,8 @@ class ModelService : public Service::CallbackService, public SessionService<Req,
       if (!s.ok()) {
         if (e.state.pass == State::Pass::kRole) AbortPass(e);
       } else if (e.state.pass == State::Pass::kPrefill) {
-        AnswerPrefill(e);
+        e.state.prefill.tokens.remove_prefix(passes_[i].tokens.size());
+        if (e.state.prefill.tokens.empty()) AnswerPrefill(e);
       } else if (verify_[i] != nullptr) {
         s = FinishVerifiedPass(e, passes_[i], out_.results[i]);
       } else if (sample_[i] != nullptr) {
@@ -187,6 +209,7 @@ class ModelService : public Service::CallbackService, public SessionService<Req,
   std::vector<const DraftSampleInput*> sample_;  // [passes]: PassSample's rule or nullptr
   BatchOutput out_;
   PassCostModel pass_cost_;
+  int64_t prefill_chunk_ = 0;  // SetPrefillChunk
   v1::ModelInfo info_;
   TlsConfig tls_;
 };

@@ -75,6 +75,10 @@ void DeclareServiceFlags(CliArgs& a, const std::string& default_listen, int defa
          "before a pass, wait up to this long (and at most half the last pass) for the sessions the last pass "
          "served to send their next message, so they share one batched pass instead of splitting into cohorts "
          "that alternate (0: never wait)");
+  a.Flag("prefill-chunk-tokens", "64",
+         "while other sessions decode, a pass computes at most this many prompt tokens in all (oldest session "
+         "first; the rest in the next passes), so a new prompt delays the running streams' next tokens by a bounded "
+         "amount; a prompt with nobody decoding is prefilled in one pass (0: never chunked)");
   a.Flag("session-idle-timeout-s", "30",
          "a session with no message for this long ends (DEADLINE_EXCEEDED) and frees its KV reservation (0: never)");
   DeclareTlsFlags(a, TlsRole::kServer);
@@ -101,6 +105,7 @@ absl::StatusOr<ServiceFlags> ReadServiceFlags(const CliArgs& a) {
   f.backend.device = static_cast<int>(device);
   ASSIGN_OR_RETURN(double gather_ms, a.Double("batch-gather-ms", 0, 10000));
   f.batch_gather = std::chrono::microseconds(static_cast<int64_t>(gather_ms * 1000));
+  ASSIGN_OR_RETURN(f.prefill_chunk_tokens, a.Int("prefill-chunk-tokens", 0, 1 << 20));
   ASSIGN_OR_RETURN(double idle_s, a.Double("session-idle-timeout-s", 0, 24 * 3600));
   f.session_idle_timeout = std::chrono::milliseconds(static_cast<int64_t>(idle_s * 1000));
   ASSIGN_OR_RETURN(double queue_s, a.Double("queue-timeout-s", 0, 3600));

@@ -41,6 +41,9 @@ struct ServiceFlags : ServerFlags {
   // --batch-gather-ms: how long a pass may wait for the sessions the last
   // pass served (rpc/session_service.h "Gather").
   std::chrono::microseconds batch_gather{30000};
+  // --prefill-chunk-tokens: prompt tokens a pass computes in all while other
+  // sessions decode (rpc/model_service.h SetPrefillChunk; 0: unlimited).
+  int64_t prefill_chunk_tokens = 64;
 };
 
 // Declares the server flags and --model, --threads, --cpus, --kv-blocks, --backend,

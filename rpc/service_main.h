@@ -59,6 +59,7 @@ int ServeModel(int argc, char** argv, const ServiceMainSpec& spec) {
   if (!host.ok()) return fail(host.status(), 1);
   service.SetInfo((*host)->info);
   service.SetBatchGather(flags->batch_gather);
+  service.SetPrefillChunk(flags->prefill_chunk_tokens);
   service.Attach(host->get(), &service_metrics, flags->max_sessions, flags->session_idle_timeout,
                  flags->queue_timeout);
   (*server)->SetServing(true);

@@ -56,7 +56,10 @@ double SharedPasses(int metrics_port) {
 // Then early's next round is sent at once and late's `delay` later. Returns
 // the target's passes that held both.
 double SharedPassesWhenOneAnswersLate(const std::string& gather_ms, std::chrono::milliseconds delay) {
-  e2e::Cluster c(e2e::failure::Options(false, {"--threads", "1", "--batch-gather-ms", gather_ms}));
+  // Whole-prompt prefill (--prefill-chunk-tokens 0): late's prefill is one
+  // long pass, whose length sets the gather's cap (half the last pass).
+  e2e::Cluster c(e2e::failure::Options(
+      false, {"--threads", "1", "--batch-gather-ms", gather_ms, "--prefill-chunk-tokens", "0"}));
   EXPECT_TRUE(c.ready) << c.Logs();
   if (!c.ready) return -1;
   const std::string addr = e2e::Loopback(c.target_port);
