@@ -21,29 +21,9 @@ namespace specserve {
 namespace {
 
 using e2e::failure::DirectSession;
-
-// n ids of the bundled 4096-token vocabulary after BOS (1), varied by salt so
-// that no two prompts share a prefix the prefix cache could reuse.
-std::vector<TokenId> Prompt(int n, int salt) {
-  std::vector<TokenId> ids = {1};
-  for (int i = 1; i < n; ++i) ids.push_back(static_cast<TokenId>(5 + (i * 37 + salt * 101) % 4000));
-  return ids;
-}
-
-// The next round of a plain-decoding session (K = 0): one pass over its
-// pending token.
-void SendRound(DirectSession& s, int64_t round) {
-  v1::TargetRequest req;
-  req.mutable_verify()->set_round(round);
-  ASSERT_TRUE(s.stream->Write(req));
-}
-
-void ExpectAnswer(DirectSession& s, bool opened) {
-  v1::TargetResponse resp;
-  ASSERT_TRUE(s.Read(&resp)) << s.status.error_message();
-  EXPECT_EQ(resp.has_opened(), opened);
-  EXPECT_EQ(resp.has_verified(), !opened);
-}
+using e2e::failure::DistinctPrompt;
+using e2e::failure::ExpectTargetAnswer;
+using e2e::failure::SendPlainRound;
 
 // Target passes that held two sessions or more.
 double SharedPasses(int metrics_port) {
@@ -63,16 +43,16 @@ double SharedPassesWhenOneAnswersLate(const std::string& gather_ms, std::chrono:
   EXPECT_TRUE(c.ready) << c.Logs();
   if (!c.ready) return -1;
   const std::string addr = e2e::Loopback(c.target_port);
-  DirectSession early(addr, Prompt(8, 1), 16);
-  ExpectAnswer(early, true);
-  DirectSession late(addr, Prompt(960, 2), 16);
-  ExpectAnswer(late, true);
+  DirectSession early(addr, DistinctPrompt(8, 1), 16);
+  ExpectTargetAnswer(early, true);
+  DirectSession late(addr, DistinctPrompt(960, 2), 16);
+  ExpectTargetAnswer(late, true);
   EXPECT_EQ(SharedPasses(c.target_metrics), 0);
-  SendRound(early, 0);
+  SendPlainRound(early, 0);
   std::this_thread::sleep_for(delay);
-  SendRound(late, 0);
-  ExpectAnswer(early, false);
-  ExpectAnswer(late, false);
+  SendPlainRound(late, 0);
+  ExpectTargetAnswer(early, false);
+  ExpectTargetAnswer(late, false);
   const double shared = SharedPasses(c.target_metrics);
   EXPECT_TRUE(early.Close().ok()) << early.status.error_message();
   EXPECT_TRUE(late.Close().ok()) << late.status.error_message();

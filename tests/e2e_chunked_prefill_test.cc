@@ -23,28 +23,10 @@ namespace specserve {
 namespace {
 
 using e2e::failure::DirectSession;
+using e2e::failure::DistinctPrompt;
+using e2e::failure::ExpectTargetAnswer;
+using e2e::failure::SendPlainRound;
 using Clock = std::chrono::steady_clock;
-
-// n ids of the bundled 4096-token vocabulary after BOS (1), varied by salt so
-// that no two prompts share a prefix the prefix cache could reuse.
-std::vector<TokenId> Prompt(int n, int salt) {
-  std::vector<TokenId> ids = {1};
-  for (int i = 1; i < n; ++i) ids.push_back(static_cast<TokenId>(5 + (i * 37 + salt * 101) % 4000));
-  return ids;
-}
-
-void SendRound(DirectSession& s, int64_t round) {
-  v1::TargetRequest req;
-  req.mutable_verify()->set_round(round);
-  ASSERT_TRUE(s.stream->Write(req));
-}
-
-void ExpectAnswer(DirectSession& s, bool opened) {
-  v1::TargetResponse resp;
-  ASSERT_TRUE(s.Read(&resp)) << s.status.error_message();
-  EXPECT_EQ(resp.has_opened(), opened);
-  EXPECT_EQ(resp.has_verified(), !opened);
-}
 
 double Passes(int metrics_port) {
   return e2e::Metric(e2e::Scrape(metrics_port), "specserve_forward_duration_seconds_count");
@@ -58,17 +40,17 @@ double PassesToPrefillBesideADecodingSession(const std::string& chunk) {
   EXPECT_TRUE(c.ready) << c.Logs();
   if (!c.ready) return -1;
   const std::string addr = e2e::Loopback(c.target_port);
-  DirectSession early(addr, Prompt(8, 1), 16);
-  ExpectAnswer(early, true);
+  DirectSession early(addr, DistinctPrompt(8, 1), 16);
+  ExpectTargetAnswer(early, true);
   const double before = Passes(c.target_metrics);
-  DirectSession late(addr, Prompt(960, 2), 16);
-  ExpectAnswer(late, true);
+  DirectSession late(addr, DistinctPrompt(960, 2), 16);
+  ExpectTargetAnswer(late, true);
   const double passes = Passes(c.target_metrics) - before;
   // Both sessions go on as usual: the chunks left the prompt whole.
-  SendRound(early, 0);
-  SendRound(late, 0);
-  ExpectAnswer(early, false);
-  ExpectAnswer(late, false);
+  SendPlainRound(early, 0);
+  SendPlainRound(late, 0);
+  ExpectTargetAnswer(early, false);
+  ExpectTargetAnswer(late, false);
   EXPECT_TRUE(early.Close().ok()) << early.status.error_message();
   EXPECT_TRUE(late.Close().ok()) << late.status.error_message();
   EXPECT_TRUE(e2e::failure::ServiceIdle(c.target_metrics));
@@ -88,8 +70,8 @@ TEST(E2eChunkedPrefillTest, APromptWithNobodyDecodingIsOnePass) {
   ASSERT_TRUE(c.ready) << c.Logs();
   const std::string addr = e2e::Loopback(c.target_port);
   const double before = Passes(c.target_metrics);
-  DirectSession only(addr, Prompt(960, 3), 16);
-  ExpectAnswer(only, true);
+  DirectSession only(addr, DistinctPrompt(960, 3), 16);
+  ExpectTargetAnswer(only, true);
   EXPECT_EQ(Passes(c.target_metrics) - before, 1);
   EXPECT_TRUE(only.Close().ok()) << only.status.error_message();
 }
@@ -101,9 +83,9 @@ TEST(E2eChunkedPrefillTest, ARunningSessionIsAnsweredBetweenTheChunks) {
   e2e::Cluster c(e2e::failure::Options(false, {"--threads", "1", "--prefill-chunk-tokens", "64"}));
   ASSERT_TRUE(c.ready) << c.Logs();
   const std::string addr = e2e::Loopback(c.target_port);
-  DirectSession early(addr, Prompt(8, 1), 16);
-  ExpectAnswer(early, true);
-  DirectSession late(addr, Prompt(960, 2), 16);
+  DirectSession early(addr, DistinctPrompt(8, 1), 16);
+  ExpectTargetAnswer(early, true);
+  DirectSession late(addr, DistinctPrompt(960, 2), 16);
   std::atomic<int64_t> late_opened_ns{0};
   std::thread reader([&] {
     v1::TargetResponse resp;
@@ -115,8 +97,8 @@ TEST(E2eChunkedPrefillTest, ARunningSessionIsAnsweredBetweenTheChunks) {
   // answered in the next pass, beside the next chunk.
   int answered_before_opened = 0;
   for (int64_t r = 0; r < 8; ++r) {
-    SendRound(early, r);
-    ExpectAnswer(early, false);
+    SendPlainRound(early, r);
+    ExpectTargetAnswer(early, false);
     const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
     if (late_opened_ns.load() == 0 || now < late_opened_ns.load()) ++answered_before_opened;
   }

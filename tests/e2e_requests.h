@@ -78,6 +78,30 @@ struct DirectSession {
   grpc::Status status;
 };
 
+// n ids of the bundled 4096-token vocabulary after BOS (1), varied by salt so
+// that no two prompts share a prefix the prefix cache could reuse.
+inline std::vector<TokenId> DistinctPrompt(int n, int salt) {
+  std::vector<TokenId> ids = {1};
+  for (int i = 1; i < n; ++i) ids.push_back(static_cast<TokenId>(5 + (i * 37 + salt * 101) % 4000));
+  return ids;
+}
+
+// The next round of a plain-decoding session (K = 0): one pass over its
+// pending token.
+inline void SendPlainRound(DirectSession& s, int64_t round) {
+  v1::TargetRequest req;
+  req.mutable_verify()->set_round(round);
+  ASSERT_TRUE(s.stream->Write(req));
+}
+
+// The session's next answer: `opened` (its prefill is done) or a verdict.
+inline void ExpectTargetAnswer(DirectSession& s, bool opened) {
+  v1::TargetResponse resp;
+  ASSERT_TRUE(s.Read(&resp)) << s.status.error_message();
+  EXPECT_EQ(resp.has_opened(), opened);
+  EXPECT_EQ(resp.has_verified(), !opened);
+}
+
 // Streams `req`; after the first delta calls `mid` (with the context, to cancel).
 inline e2e::StreamResult GenerateWithHook(v1::Generation::Stub& stub, const v1::GenerateRequest& req,
                                    const std::function<void(grpc::ClientContext&)>& mid,
