@@ -38,7 +38,7 @@ class DraftServer final
  private:
   absl::Status Accept(uint64_t id, Entry& e, v1::DraftRequest msg, rpc::Clock::time_point received) override;
   bool Busy(const Entry& e) const override {
-    return e.state.prefill_pending || e.state.proposing || !e.state.queued.empty();
+    return e.state.prefill_pending() || e.state.proposing || !e.state.queued.empty();
   }
   // The next draft step of a session that is proposing (or drafting ahead).
   absl::StatusOr<bool> NextPass(Entry& e, ForwardSeq* pass) override;

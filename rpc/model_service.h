@@ -29,8 +29,10 @@ namespace specserve::rpc {
 template <class RoleSession>
 struct StreamState {
   std::unique_ptr<RoleSession> session;
-  bool prefill_pending = false;
+  // What is left of the prompt's prefill (chunked prefill computes it a
+  // chunk per pass); `opened` is answered when it is empty.
   ForwardSeq prefill;
+  bool prefill_pending() const { return !prefill.tokens.empty(); }
   Clock::time_point opened_at;
   enum class Pass { kNone, kPrefill, kRole } pass = Pass::kNone;  // in this iteration's batch
 };
@@ -91,8 +93,7 @@ class ModelService : public Service::CallbackService, public SessionService<Req,
     st.session = std::make_unique<RoleSession>(this->backend().kv_pool(), this->backend().config());
     RETURN_IF_ERROR(st.session->Open(spec, &st.prefill));
     st.opened_at = Clock::now();
-    st.prefill_pending = !st.prefill.tokens.empty();
-    if (!st.prefill_pending) {
+    if (!st.prefill_pending()) {
       Resp r;
       r.mutable_opened();
       e.handle->Send(std::move(r));
@@ -131,13 +132,13 @@ class ModelService : public Service::CallbackService, public SessionService<Req,
     sample_.clear();
     std::vector<std::pair<uint64_t, absl::Status>> failed;
     bool decoding = false;
-    for (const auto& [id, e] : this->sessions_) decoding = decoding || !e.state.prefill_pending;
+    for (const auto& [id, e] : this->sessions_) decoding = decoding || !e.state.prefill_pending();
     int64_t prefill_left = prefill_chunk_ > 0 && decoding ? prefill_chunk_ : INT64_MAX;
     for (auto& [id, e] : this->sessions_) {
       State& st = e.state;
       st.pass = State::Pass::kNone;
       ForwardSeq pass;
-      if (st.prefill_pending) {
+      if (st.prefill_pending()) {
         // The first `take` tokens of what is left of the prompt; the
         // logits (if the role wants any) only with its last chunk.
         const int64_t left = static_cast<int64_t>(st.prefill.tokens.size());
@@ -168,7 +169,7 @@ class ModelService : public Service::CallbackService, public SessionService<Req,
         if (e.state.pass == State::Pass::kRole) AbortPass(e);
       } else if (e.state.pass == State::Pass::kPrefill) {
         e.state.prefill.tokens.remove_prefix(passes_[i].tokens.size());
-        if (e.state.prefill.tokens.empty()) AnswerPrefill(e);
+        if (!e.state.prefill_pending()) AnswerPrefill(e);
       } else if (verify_[i] != nullptr) {
         s = FinishVerifiedPass(e, passes_[i], out_.results[i]);
       } else if (sample_[i] != nullptr) {
@@ -183,7 +184,6 @@ class ModelService : public Service::CallbackService, public SessionService<Req,
 
  private:
   void AnswerPrefill(Entry& e) {
-    e.state.prefill_pending = false;
     Resp r;
     r.mutable_opened()->set_compute_seconds(SecondsSince(e.state.opened_at));
     e.handle->Send(std::move(r));

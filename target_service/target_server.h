@@ -31,7 +31,7 @@ class TargetServer final
 
  private:
   absl::Status Accept(uint64_t id, Entry& e, v1::TargetRequest msg, rpc::Clock::time_point received) override;
-  bool Busy(const Entry& e) const override { return e.state.prefill_pending || !e.state.queued.empty(); }
+  bool Busy(const Entry& e) const override { return e.state.prefill_pending() || !e.state.queued.empty(); }
   // The verify pass of the session's oldest queued request.
   absl::StatusOr<bool> NextPass(Entry& e, ForwardSeq* pass) override;
   absl::Status FinishPass(Entry& e, const ForwardSeq& pass, const float* logits) override;

@@ -282,8 +282,8 @@ TEST(KPolicyLoadAware, TableThatDoublesWithWidthKeepsALoadedTargetPlain) {
 // `draft_s` + 20 ms per token (35 ms for K 1 at draft_s 15 ms): if every
 // session drafted together they would gain past the batch margin (25%) but
 // short of what a late round alone must promise (40%): with 10 or 20 ms per
-// 16 tokens instead of 15 the test fails one way or the other. Then the report with the batch-mates' tokens per session and
-// the target's gather.
+// 16 tokens instead of 15 the test fails one way or the other. Then the
+// report with the batch-mates' tokens per session and the target's gather.
 KPolicy LoadedNearTie(double draft_s, double tokens_per_session, double gather_s) {
   TargetLoad load{true, 0.085, 0.0009375, 16, 16, {{16, 0.100}, {32, 0.115}}};
   load.tokens_per_session = tokens_per_session;
