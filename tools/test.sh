@@ -30,11 +30,15 @@ if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
   (cd build-cuda && ctest --output-on-failure -j"$jobs" --timeout 900 -R 'Cuda|cuda|GenerationTest')
 fi
 
-# Sanitizers: the loader and tokenizers read untrusted bytes.
+# Sanitizers: the loader and tokenizers read untrusted bytes. These are
+# tests/CMakeLists.txt's SPECSERVE_RUNTIME_TESTS, which link only the model
+# runtime, so this build compiles no RPC layer.
+sanitized_tests="gguf_test tensor_types_test tokenizer_test bpe_tokenizer_test"
 cmake -S . -B build-asan -G Ninja -DSPECSERVE_CUDA=OFF -DSPECSERVE_SANITIZE=ON \
   -DCMAKE_BUILD_TYPE=Debug >/dev/null
-ninja -C build-asan -j"$jobs" gguf_test tensor_types_test tokenizer_test bpe_tokenizer_test
-for t in gguf_test tensor_types_test tokenizer_test bpe_tokenizer_test; do
+# shellcheck disable=SC2086
+ninja -C build-asan -j"$jobs" $sanitized_tests
+for t in $sanitized_tests; do
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ./build-asan/bin/$t --gtest_brief=1
 done
 # Fuzzing: the GGUF parser, both tokenizers and the proto conversions.
