@@ -3,7 +3,11 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <string_view>
 
 #include "common/check.h"
 #include "common/fp16.h"
@@ -84,6 +88,29 @@ void PackQ6_K(const MatrixView& w, uint8_t* out) {
 }
 
 }  // namespace
+
+namespace {
+PackedWidePass DefaultPackedWidePass() {
+  const char* env = std::getenv("SPECSERVE_CPU_WIDE_PASS");
+  if (env != nullptr && std::string_view(env) == "tiles") return PackedWidePass::kTokenGroupTiles;
+  if (env != nullptr && std::string_view(env) == "sweep") return PackedWidePass::kUnitSweep;
+  if (env != nullptr) std::fprintf(stderr, "SPECSERVE_CPU_WIDE_PASS=%s ignored: use tiles or sweep\n", env);
+  __builtin_cpu_init();
+  return __builtin_cpu_is("amd") ? PackedWidePass::kTokenGroupTiles : PackedWidePass::kUnitSweep;
+}
+std::atomic<int>& WidePassSlot() {
+  static std::atomic<int> slot{static_cast<int>(DefaultPackedWidePass())};
+  return slot;
+}
+}  // namespace
+
+PackedWidePass CurrentPackedWidePass() {
+  return static_cast<PackedWidePass>(WidePassSlot().load(std::memory_order_relaxed));
+}
+
+void SetPackedWidePass(PackedWidePass order) {
+  WidePassSlot().store(static_cast<int>(order), std::memory_order_relaxed);
+}
 
 bool PackedVnniRuns(GgmlType type) {
   static const bool vbmi = [] {
@@ -478,13 +505,33 @@ struct Q6_KKernel {
 
 // A stream of at most kMaxTokens tokens: one row tile times all of them,
 // every float sum in a register from the first unit to the last.
+// (t0: the first of them within the stream; y is token t0's row.)
 template <class K, int G, int T>
-void Tile(const uint8_t* const* grp, const __mmask16* masks, int64_t nu, const StreamTokens& st, float* y,
+void Tile(const uint8_t* const* grp, const __mmask16* masks, int64_t nu, const StreamTokens& st, int t0, float* y,
           int64_t ldy) {
   __m512 acc[G][T];
   Zero<G, T>(acc);
-  for (int64_t u = 0; u < nu; ++u) K::template Unit<G, T>(grp, u, st, 0, acc);
+  for (int64_t u = 0; u < nu; ++u) K::template Unit<G, T>(grp, u, st, t0, acc);
   Store<G, T>(acc, masks, y, ldy);
+}
+
+// A stream of more tokens as token groups of at most kMaxTokens, each a
+// Tile over the whole row tile: the first group reads the tile from memory,
+// the others from L2 (a row tile of this kernel is at most 4 groups x 16
+// rows x 8192 columns: 557 KB of Q8_0). PackedWidePass::kTokenGroupTiles.
+template <class K, int G>
+void GroupTiles(const uint8_t* const* grp, const __mmask16* masks, int64_t nu, const StreamTokens& st, int nt,
+                float* y, int64_t ldy) {
+  const int parts = (nt + kMaxTokens - 1) / kMaxTokens;
+  for (int p = 0, t = 0; p < parts; ++p) {
+    const int size = (nt - t) / (parts - p);
+    switch (size) {
+      case 1: Tile<K, G, 1>(grp, masks, nu, st, t, y + t * ldy, ldy); break;
+      case 2: Tile<K, G, 2>(grp, masks, nu, st, t, y + t * ldy, ldy); break;
+      default: Tile<K, G, 3>(grp, masks, nu, st, t, y + t * ldy, ldy); break;
+    }
+    t += size;
+  }
 }
 
 // A kernel whose codes need unpacking (Q4_K, Q6_K) names a Decoded<G> unit.
@@ -573,6 +620,7 @@ void Sweep(const uint8_t* const* grp, const __mmask16* masks, int64_t nu, const 
 
 template <class K, int G>
 void Rows(const MatrixView& w, const Int8Activations& a, float* y, int64_t r0, int64_t r1) {
+  const PackedWidePass wide = CurrentPackedWidePass();
   const int64_t nu = w.cols / K::kCols, group_bytes = nu * K::kBytes;
   const int64_t g0 = r0 / kPackedRows, g1 = (r1 + kPackedRows - 1) / kPackedRows;
   for (int64_t t0 = 0; t0 < a.T; t0 += kStreamTokens) {
@@ -590,10 +638,16 @@ void Rows(const MatrixView& w, const Int8Activations& a, float* y, int64_t r0, i
       }
       float* yt = y + t0 * w.rows + g * kPackedRows;
       switch (nt) {
-        case 1: Tile<K, G, 1>(grp, masks, nu, st, yt, w.rows); break;
-        case 2: Tile<K, G, 2>(grp, masks, nu, st, yt, w.rows); break;
-        case 3: Tile<K, G, 3>(grp, masks, nu, st, yt, w.rows); break;
-        default: Sweep<K, G>(grp, masks, nu, st, nt, yt, w.rows); break;
+        case 1: Tile<K, G, 1>(grp, masks, nu, st, 0, yt, w.rows); break;
+        case 2: Tile<K, G, 2>(grp, masks, nu, st, 0, yt, w.rows); break;
+        case 3: Tile<K, G, 3>(grp, masks, nu, st, 0, yt, w.rows); break;
+        default:
+          if (wide == PackedWidePass::kTokenGroupTiles) {
+            GroupTiles<K, G>(grp, masks, nu, st, nt, yt, w.rows);
+          } else {
+            Sweep<K, G>(grp, masks, nu, st, nt, yt, w.rows);
+          }
+          break;
       }
     }
   }

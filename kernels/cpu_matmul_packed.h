@@ -69,6 +69,29 @@ bool PackedVnniRuns(GgmlType type);
 // PackedVnniRuns(w.type)). r0 and r1 need not be multiples of 16.
 void MatMulPackedVnni(const MatrixView& w, const Int8Activations& a, float* y, int64_t r0, int64_t r1);
 
+// How MatMulPackedVnni reads a row tile (64 rows) for a pass of 4 to 20
+// tokens. Both give the same bits (each (row, token) sum in the contract's
+// order), only the speed differs, and which is faster depends on the CPU:
+//   kUnitSweep        the tile is read once, a unit (32 or 256 columns) at a
+//                     time, each unit going to every token group of <= 3
+//                     while it is in L1; the float sums live in L1 between
+//                     units (Q4_K and Q6_K units of 4+ groups unpacked once).
+//   kTokenGroupTiles  each token group of <= 3 runs the whole tile with its
+//                     sums in registers: the first group reads the tile from
+//                     memory, the others from L2.
+// Measured with specserve-kernel-bench, 1 thread, 8192 x 2304: on the
+// 2-core Xeon (AVX-512 VNNI) the sweep was the faster (Q8_0, 5 / 9 / 17
+// tokens 1.59 / 1.75 / 2.20 ms against 1.88 / 2.28 / 3.07); on the 2-core
+// Zen 5 EPYC the tiles (Q8_0 0.69 / 0.91 / 1.45 ms against 1.13 / 1.39 /
+// 1.93; Q4_K 0.66 / 0.95 / 1.53 against 0.75 / 1.06 / 2.04). Chosen once per
+// process: SPECSERVE_CPU_WIDE_PASS=sweep|tiles when set, else the tiles on
+// AMD CPUs and the sweep elsewhere. kernels/README.md has the tables.
+enum class PackedWidePass { kUnitSweep, kTokenGroupTiles };
+PackedWidePass CurrentPackedWidePass();
+// Overrides the choice for the process (tests, benchmarks); takes effect for
+// passes started after it.
+void SetPackedWidePass(PackedWidePass order);
+
 // True when MatMulPackedAvx2 runs w's type on this CPU: AVX2, FMA and F16C,
 // for Q8_0, Q4_K and Q6_K (kernels/cpu_matmul_packed_avx2.cc; it runs on
 // AVX-512 CPUs too, which tests use).

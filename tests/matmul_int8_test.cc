@@ -4,7 +4,8 @@
 // lane reduction) for Q8_0, Q5_0, Q4_K and Q6_K on shapes of several tiles
 // with ragged ends; the same bits whatever the pass width and thread count
 // (batch invariance); close to the fp32 path; edge-case activation blocks;
-// the portable kernels give the bits of the AVX-512 VNNI ones.
+// the portable kernels give the bits of the AVX-512 VNNI ones; both orders
+// of a wide pass over packed weights (cpu::PackedWidePass) give the same bits.
 #include <cfloat>
 #include <cmath>
 #include <cstdlib>
@@ -344,10 +345,24 @@ void ExpectSameBits(const std::vector<float>& got, const std::vector<float>& wan
   }
 }
 
-// Every T = 1..17 and 40, rows spanning several row tiles with ragged ends,
-// columns from one block up (32 * odd for the 32-value types).
-TEST_P(MatMulInt8Test, EqualsTheScalarModelBitForBit) {
-  const GgmlType type = GetParam();
+// Sets the packed kernel's wide-pass order for one scope, then restores it.
+class WidePassScope {
+ public:
+  explicit WidePassScope(cpu::PackedWidePass order) : saved_(cpu::CurrentPackedWidePass()) {
+    cpu::SetPackedWidePass(order);
+  }
+  ~WidePassScope() { cpu::SetPackedWidePass(saved_); }
+
+ private:
+  cpu::PackedWidePass saved_;
+};
+
+const char* WidePassName(cpu::PackedWidePass order) {
+  return order == cpu::PackedWidePass::kUnitSweep ? "unit sweep" : "token-group tiles";
+}
+
+// The scalar model's bits for every case below.
+void ExpectScalarModelBits(GgmlType type) {
   const bool k_quant = type == GgmlType::kQ4_K || type == GgmlType::kQ6_K;
   const std::vector<int64_t> cols = k_quant ? std::vector<int64_t>{256, 768, 2304}
                                             : std::vector<int64_t>{32, 96, 288, 2304};
@@ -375,6 +390,17 @@ TEST_P(MatMulInt8Test, EqualsTheScalarModelBitForBit) {
   }
 }
 
+// Every T = 1..17 and 40, rows spanning several row tiles with ragged ends,
+// columns from one block up (32 * odd for the 32-value types), with either
+// order of a wide pass over the packed weights (cpu_matmul_packed.h).
+TEST_P(MatMulInt8Test, EqualsTheScalarModelBitForBit) {
+  for (cpu::PackedWidePass order : {cpu::PackedWidePass::kUnitSweep, cpu::PackedWidePass::kTokenGroupTiles}) {
+    SCOPED_TRACE(WidePassName(order));
+    const WidePassScope scope(order);
+    ExpectScalarModelBits(GetParam());
+  }
+}
+
 TEST_P(MatMulInt8Test, EveryPassWidthAndThreadCountGivesTheBitsOfOneToken) {
   const GgmlType type = GetParam();
   constexpr int64_t kRows = 53, kCols = 768, kMaxT = 33;
@@ -385,13 +411,17 @@ TEST_P(MatMulInt8Test, EveryPassWidthAndThreadCountGivesTheBitsOfOneToken) {
   for (int64_t t = 0; t < kMaxT; ++t) {
     MatMul(w.view, x.data() + t * kCols, 1, want.data() + t * kRows, one, MatMulActivations::kInt8);
   }
-  for (int threads : {1, 2}) {
-    ThreadPool pool(threads);
-    for (int64_t T : {2, 5, 9, 17, 33}) {
-      std::vector<float> y(T * kRows);
-      MatMul(w.view, x.data(), T, y.data(), pool, MatMulActivations::kInt8);
-      ExpectSameBits(y, std::vector<float>(want.begin(), want.begin() + T * kRows), kRows,
-                     "threads " + std::to_string(threads) + ", pass of " + std::to_string(T));
+  for (cpu::PackedWidePass order : {cpu::PackedWidePass::kUnitSweep, cpu::PackedWidePass::kTokenGroupTiles}) {
+    const WidePassScope scope(order);
+    for (int threads : {1, 2}) {
+      ThreadPool pool(threads);
+      for (int64_t T : {2, 5, 9, 17, 33}) {
+        std::vector<float> y(T * kRows);
+        MatMul(w.view, x.data(), T, y.data(), pool, MatMulActivations::kInt8);
+        ExpectSameBits(y, std::vector<float>(want.begin(), want.begin() + T * kRows), kRows,
+                       std::string(WidePassName(order)) + ", threads " + std::to_string(threads) + ", pass of " +
+                           std::to_string(T));
+      }
     }
   }
 }
