@@ -41,6 +41,7 @@ ks="2,4,adaptive"
 temperatures="0,1"
 serve_k="4"
 target_cores=1
+in_process_threads=""
 services=1
 in_process=1
 json=""
@@ -63,6 +64,8 @@ usage: bench/realistic.sh [flags]
   --serve-k K          K through the services, a number or adaptive (default: $serve_k)
   --target-cores N     the services' layout: 1, target and draft on a core each (cores 0 and 1);
                        2, the target on both cores with 2 threads, the draft sharing core 1 (default: $target_cores)
+  --in-process-threads N  threads of serve-bench's in-process comparison (default: the services' target threads;
+                       2 with --target-cores 1 compares a core each against one process on both cores)
   --no-services        skip the three-process runs
   --services-only      only the three-process runs (the summary keeps the last run's other results)
   --cpu-activations A  fp32 or int8 matrix products everywhere (default: $activations; docs/performance_model.md)
@@ -85,6 +88,7 @@ while [ $# -gt 0 ]; do
     --temperatures) temperatures="$2"; shift 2 ;;
     --serve-k) serve_k="$2"; shift 2 ;;
     --target-cores) target_cores="$2"; shift 2 ;;
+    --in-process-threads) in_process_threads="$2"; shift 2 ;;
     --no-services) services=0; shift ;;
     --services-only) in_process=0; shift ;;
     --json) json="$2"; shift 2 ;;
@@ -94,6 +98,8 @@ while [ $# -gt 0 ]; do
   esac
 done
 case "$target_cores" in 1|2) ;; *) echo "realistic.sh: --target-cores 1|2" >&2; exit 2 ;; esac
+in_process_threads="${in_process_threads:-$target_cores}"
+case "$in_process_threads" in [1-9]|[1-9][0-9]) ;; *) echo "realistic.sh: --in-process-threads N (1-99)" >&2; exit 2 ;; esac
 [ -n "$prompts_src" ] || prompts_src="$shared/eval/code_prompts.jsonl"
 mkdir -p "$cache"
 [ -n "$json" ] || json="$cache/results.json"
@@ -215,17 +221,18 @@ if [ "$services" = 1 ]; then
     wait_for "listening on port" "$run_dir/coordinator-$t.log"
     "$specserve" serve-bench --coordinator "127.0.0.1:$cp" --target-model "$cache/target-1b-$t.gguf" \
       --draft-model "$draft" --prompts "$prompts" --limit "$limit" --max-tokens "$max_tokens" \
-      --temperatures "$temperatures" --k "$serve_k" --threads "$target_cores" \
+      --temperatures "$temperatures" --k "$serve_k" --threads "$in_process_threads" \
       --cpu-activations "$activations" --json "$run_dir/serve_bench_$t.json"
     stop_services
   done
 fi
 
 # Summary: one table and one JSON file.
-python3 - "$run_dir" "$json" "$(( $(date +%s) - t_start ))" "$limit" "$max_tokens" "$activations" "$target_cores" <<'EOF'
+python3 - "$run_dir" "$json" "$(( $(date +%s) - t_start ))" "$limit" "$max_tokens" "$activations" "$target_cores" "$in_process_threads" <<'EOF'
 import glob, json, os, sys
 run_dir, out_path, seconds, limit, max_tokens, activations = sys.argv[1:3] + [int(sys.argv[3])] + sys.argv[4:7]
-target_cores = int(sys.argv[7])  # the services' target threads (and the in-process comparison's)
+target_cores = int(sys.argv[7])  # the services' target threads
+in_process_threads = int(sys.argv[8])  # the in-process comparison's
 load = lambda p: json.load(open(p)) if os.path.exists(p) else None
 bench = load(os.path.join(run_dir, "bench.json"))
 spec = []  # (target format, row)
@@ -255,8 +262,9 @@ for t, r in spec:
     fmt("in-proc", t, r["threads"], r, r["tokens_per_s"], r["speedup"])
 for t, rows in serve.items():
     for r in rows:
-        fmt(r["where"][:10], t, target_cores, r, r["tokens_per_s"], r["speedup_vs_plain"])
-json.dump({"cpu_activations": activations, "target_cores": target_cores, "limit": int(limit), "max_tokens": int(max_tokens), "seconds": seconds, "bench": bench,
+        thr = in_process_threads if r["where"].startswith("in-process") else target_cores
+        fmt(r["where"][:10], t, thr, r, r["tokens_per_s"], r["speedup_vs_plain"])
+json.dump({"cpu_activations": activations, "target_cores": target_cores, "in_process_threads": in_process_threads, "limit": int(limit), "max_tokens": int(max_tokens), "seconds": seconds, "bench": bench,
            "spec_bench": [dict(r, format=t) for t, r in spec], "serve_bench": serve}, open(out_path, "w"), indent=2)
 print(f"\nJSON: {out_path}")
 EOF
