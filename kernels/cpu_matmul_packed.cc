@@ -91,14 +91,14 @@ inline void Store(const __m512 (&acc)[G][T], const __mmask16* masks, float* y, i
     for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + t * ldy + kPackedRows * g, masks[g], acc[g][t]);
 }
 
-// Row tiles of 4 groups (64 rows), token groups of up to 3: 2 G T
-// accumulators (the float sums and one unit's integer dots) within the 32 zmm
-// registers (Q4_K and Q6_K spill a few), and the wide tile keeps 4 memory
-// streams going. Measured on Zen 4 with specserve-kernel-bench, 8192 x 2304,
+// Row tiles of 4 groups (64 rows), token groups of up to 3 (Q8_0: 5, see
+// Q8_0Kernel): 2 G T accumulators (the float sums and one unit's integer
+// dots) within the 32 zmm registers (Q4_K and Q6_K spill a few), and the
+// wide tile keeps 4 memory streams going. Measured on Zen 4 with specserve-kernel-bench, 8192 x 2304,
 // 1 thread, 5 / 9 tokens: Q8_0 1.73 / 2.08 ms in tiles of 2 groups x 5
 // tokens, 1.35-1.44 / 1.69-1.88 in these.
 constexpr int kTileGroups = 4;
-constexpr int kMaxTokens = 3;  // per token group
+constexpr int kMaxTokens = 3;  // per token group (a kernel's kTileTokens may allow more)
 // Tokens per stream: the weights come from memory once per stream.
 constexpr int kStreamTokens = 20;
 // From this many token groups a sweep unpacks a Q4_K or Q6_K unit once for
@@ -133,38 +133,54 @@ StreamTokens TokensOf(const Int8Activations& a, int64_t t0, int nt) {
 
 // Q8_0, per block: the T integer dots of each group start from the token's
 // bias -128 * S and take 8 vpdpbusd (4 values each, the token's 4 int8
-// activations broadcast), then acc = fma(float(i), d_w * d_x, acc).
+// activations broadcast), then acc = fma(float(i), d_w * d_x, acc). Up to 3
+// tokens all G groups' dots are live at once; for 4-5 tokens
+// (kTileTokens), two groups' at a time, so that they fit in the 32 registers
+// beside the G T float sums (the bits do not depend on the order of groups).
+// A tile of 4-5 tokens from memory is as slow as two smaller ones (the
+// second from L2) unless it prefetches (kPrefetchUnits: 8 units, 4 KiB a
+// group, ahead): the more arithmetic per byte, the later the loads issue.
+// Measured on Zen 5 (specserve-kernel-bench, 8192 x 2304, 1 thread, best of
+// 6 alternating runs), 5 tokens: 694 us as 3 + 2 tokens, 989 as one tile
+// without prefetch, 627-646 with it; one token 470-485 either way.
 struct Q8_0Kernel {
   static constexpr int64_t kCols = 32, kBytes = kQ8_0PackedBytes;
+  static constexpr int kTileTokens = 5;
+  static constexpr int64_t kPrefetchUnits = 8;
   template <int G, int T>
   static inline void Unit(const uint8_t* const* grp, int64_t b, const StreamTokens& st, int t0,
                           __m512 (&acc)[G][T]) {
+    constexpr int GB = T <= 3 ? G : 2;  // groups whose dots are live together
+    static_assert(G % GB == 0);
     const int h = static_cast<int>(b & 1);
-    __m512i ia[G][T];
 #pragma GCC unroll 32
-    for (int t = 0; t < T; ++t) {
-      const __m512i bi = _mm512_set1_epi32(st.bias[t0 + t][b]);
-#pragma GCC unroll 32
-      for (int g = 0; g < G; ++g) ia[g][t] = bi;
-    }
-#pragma GCC unroll 8
-    for (int k = 0; k < 8; ++k) {
-#pragma GCC unroll 32
-      for (int g = 0; g < G; ++g) {
-        const __m512i w = _mm512_loadu_si512(grp[g] + kBytes * b + 32 + 64 * k);
-#pragma GCC unroll 32
-        for (int t = 0; t < T; ++t) {
-          ia[g][t] = _mm512_dpbusd_epi32(ia[g][t], w, Broadcast4(st.xs[t0 + t][b >> 1].q + 32 * h + 4 * k));
-        }
-      }
-    }
-#pragma GCC unroll 32
-    for (int g = 0; g < G; ++g) {
-      const __m512 sw = HalvesToFloats(grp[g] + kBytes * b);
+    for (int g0 = 0; g0 < G; g0 += GB) {
+      __m512i ia[GB][T];
 #pragma GCC unroll 32
       for (int t = 0; t < T; ++t) {
-        const __m512 s = _mm512_mul_ps(sw, _mm512_set1_ps(st.xs[t0 + t][b >> 1].d[8 * h]));
-        acc[g][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[g][t]), s, acc[g][t]);
+        const __m512i bi = _mm512_set1_epi32(st.bias[t0 + t][b]);
+#pragma GCC unroll 32
+        for (int g = 0; g < GB; ++g) ia[g][t] = bi;
+      }
+#pragma GCC unroll 8
+      for (int k = 0; k < 8; ++k) {
+#pragma GCC unroll 32
+        for (int g = 0; g < GB; ++g) {
+          const __m512i w = _mm512_loadu_si512(grp[g0 + g] + kBytes * b + 32 + 64 * k);
+#pragma GCC unroll 32
+          for (int t = 0; t < T; ++t) {
+            ia[g][t] = _mm512_dpbusd_epi32(ia[g][t], w, Broadcast4(st.xs[t0 + t][b >> 1].q + 32 * h + 4 * k));
+          }
+        }
+      }
+#pragma GCC unroll 32
+      for (int g = 0; g < GB; ++g) {
+        const __m512 sw = HalvesToFloats(grp[g0 + g] + kBytes * b);
+#pragma GCC unroll 32
+        for (int t = 0; t < T; ++t) {
+          const __m512 s = _mm512_mul_ps(sw, _mm512_set1_ps(st.xs[t0 + t][b >> 1].d[8 * h]));
+          acc[g0 + g][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[g][t]), s, acc[g0 + g][t]);
+        }
       }
     }
   }
@@ -230,6 +246,8 @@ struct alignas(64) Q4Decoded {
 };
 struct Q4_KKernel {
   static constexpr int64_t kCols = 256, kBytes = kQ4_KPackedBytes;
+  static constexpr int kTileTokens = kMaxTokens;
+  static constexpr int64_t kPrefetchUnits = 0;
   template <int G>
   using Decoded = Q4Decoded<G>;
   template <int G, int T, class Src>
@@ -346,6 +364,8 @@ struct alignas(64) Q6Decoded {
 };
 struct Q6_KKernel {
   static constexpr int64_t kCols = 256, kBytes = kQ6_KPackedBytes;
+  static constexpr int kTileTokens = kMaxTokens;
+  static constexpr int64_t kPrefetchUnits = 0;
   template <int G>
   using Decoded = Q6Decoded<G>;
   template <int G, int T, class Src>
@@ -402,33 +422,75 @@ struct Q6_KKernel {
   }
 };
 
-// A stream of at most kMaxTokens tokens: one row tile times all of them,
+// A stream of at most K::kTileTokens tokens: one row tile times all of them,
 // every float sum in a register from the first unit to the last.
-// (t0: the first of them within the stream; y is token t0's row.)
-template <class K, int G, int T>
+// (t0: the first of them within the stream; y is token t0's row.) With
+// kFromMemory and 2+ tokens, a kernel with kPrefetchUnits > 0 prefetches
+// each group's unit that many units ahead (see Q8_0Kernel); a tile that
+// re-reads a row tile from L2 does not, nor does one-token decoding, which the
+// hardware prefetcher keeps at the read bandwidth on its own.
+template <class K, int G, int T, bool kFromMemory>
 void Tile(const uint8_t* const* grp, const __mmask16* masks, int64_t nu, const StreamTokens& st, int t0, float* y,
           int64_t ldy) {
   __m512 acc[G][T];
   Zero<G, T>(acc);
-  for (int64_t u = 0; u < nu; ++u) K::template Unit<G, T>(grp, u, st, t0, acc);
+  for (int64_t u = 0; u < nu; ++u) {
+    if constexpr (kFromMemory && K::kPrefetchUnits > 0) {
+#pragma GCC unroll 32
+      for (int g = 0; g < G && T >= 2; ++g) {
+        const char* p = reinterpret_cast<const char*>(grp[g] + K::kBytes * (u + K::kPrefetchUnits));
+#pragma GCC unroll 16
+        for (int64_t l = 0; l < K::kBytes; l += 64) _mm_prefetch(p + l, _MM_HINT_T0);
+      }
+    }
+    K::template Unit<G, T>(grp, u, st, t0, acc);
+  }
   Store<G, T>(acc, masks, y, ldy);
 }
 
-// A stream of more tokens as token groups of at most kMaxTokens, each a
-// Tile over the whole row tile: the first group reads the tile from memory,
-// the others from L2 (a row tile of this kernel is at most 4 groups x 16
-// rows x 8192 columns: 557 KB of Q8_0). PackedWidePass::kTokenGroupTiles.
+// Tile, never inlined, for the 4-5 token tiles: inlined into Rows, the
+// 5-token Q8_0 tile ran 10-20% slower (Zen 5). The tiles of 1-3 tokens stay
+// inlined: apart, Q4_K's ran 5-15% slower.
+template <class K, int G, int T, bool kFromMemory>
+__attribute__((noinline)) void TileApart(const uint8_t* const* grp, const __mmask16* masks, int64_t nu,
+                                         const StreamTokens& st, int t0, float* y, int64_t ldy) {
+  Tile<K, G, T, kFromMemory>(grp, masks, nu, st, t0, y, ldy);
+}
+
+// Tile<K, G, T> for T = nt <= K::kTileTokens.
+template <class K, int G, bool kFromMemory>
+void TileOf(int nt, const uint8_t* const* grp, const __mmask16* masks, int64_t nu, const StreamTokens& st, int t0,
+            float* y, int64_t ldy) {
+  static_assert(K::kTileTokens >= kMaxTokens && K::kTileTokens <= 5);
+  switch (nt) {
+    case 1: return Tile<K, G, 1, kFromMemory>(grp, masks, nu, st, t0, y, ldy);
+    case 2: return Tile<K, G, 2, kFromMemory>(grp, masks, nu, st, t0, y, ldy);
+    case 3: return Tile<K, G, 3, kFromMemory>(grp, masks, nu, st, t0, y, ldy);
+    default:
+      if constexpr (K::kTileTokens >= 5) {
+        if (nt == 5) return TileApart<K, G, 5, kFromMemory>(grp, masks, nu, st, t0, y, ldy);
+      }
+      if constexpr (K::kTileTokens >= 4) {
+        if (nt == 4) return TileApart<K, G, 4, kFromMemory>(grp, masks, nu, st, t0, y, ldy);
+      }
+      SPECSERVE_CHECK(false);
+  }
+}
+
+// A stream of more tokens than one tile takes, as token groups of at most
+// kMaxTokens (sizes as even as they go), each a Tile over the whole row
+// tile: the first group reads the tile from memory, the others from L2 (a
+// row tile of this kernel is at most 4 groups x 16 rows x 8192 columns: 557
+// KB of Q8_0). PackedWidePass::kTokenGroupTiles. (Q8_0 at 9 tokens, Zen 5,
+// best of 8 alternating runs: 929-939 us so, 988-1026 as a prefetching tile
+// of 5 and two of 2, 962-1024 with the first group of 3 prefetching.)
 template <class K, int G>
 void GroupTiles(const uint8_t* const* grp, const __mmask16* masks, int64_t nu, const StreamTokens& st, int nt,
                 float* y, int64_t ldy) {
   const int parts = (nt + kMaxTokens - 1) / kMaxTokens;
   for (int p = 0, t = 0; p < parts; ++p) {
     const int size = (nt - t) / (parts - p);
-    switch (size) {
-      case 1: Tile<K, G, 1>(grp, masks, nu, st, t, y + t * ldy, ldy); break;
-      case 2: Tile<K, G, 2>(grp, masks, nu, st, t, y + t * ldy, ldy); break;
-      default: Tile<K, G, 3>(grp, masks, nu, st, t, y + t * ldy, ldy); break;
-    }
+    TileOf<K, G, false>(size, grp, masks, nu, st, t, y + t * ldy, ldy);
     t += size;
   }
 }
@@ -536,17 +598,18 @@ void Rows(const MatrixView& w, const Int8Activations& a, float* y, int64_t r0, i
         masks[j] = g + j < g1 ? static_cast<__mmask16>(((1u << hi) - 1) & ~((1u << lo) - 1)) : 0;
       }
       float* yt = y + t0 * w.rows + g * kPackedRows;
-      switch (nt) {
-        case 1: Tile<K, G, 1>(grp, masks, nu, st, 0, yt, w.rows); break;
-        case 2: Tile<K, G, 2>(grp, masks, nu, st, 0, yt, w.rows); break;
-        case 3: Tile<K, G, 3>(grp, masks, nu, st, 0, yt, w.rows); break;
-        default:
-          if (wide == PackedWidePass::kTokenGroupTiles) {
-            GroupTiles<K, G>(grp, masks, nu, st, nt, yt, w.rows);
-          } else {
-            Sweep<K, G>(grp, masks, nu, st, nt, yt, w.rows);
-          }
-          break;
+      // The sweep order keeps what the Xeon measured: small tiles without
+      // software prefetch (kFromMemory false), wider passes swept.
+      if (wide == PackedWidePass::kTokenGroupTiles) {
+        if (nt <= K::kTileTokens) {
+          TileOf<K, G, true>(nt, grp, masks, nu, st, 0, yt, w.rows);
+        } else {
+          GroupTiles<K, G>(grp, masks, nu, st, nt, yt, w.rows);
+        }
+      } else if (nt <= kMaxTokens) {
+        TileOf<K, G, false>(nt, grp, masks, nu, st, 0, yt, w.rows);
+      } else {
+        Sweep<K, G>(grp, masks, nu, st, nt, yt, w.rows);
       }
     }
   }
