@@ -94,9 +94,9 @@ inline void Store(const __m512 (&acc)[G][T], const __mmask16* masks, float* y, i
 // Row tiles of 4 groups (64 rows), token groups of up to 3 (Q8_0: 5, see
 // Q8_0Kernel): 2 G T accumulators (the float sums and one unit's integer
 // dots) within the 32 zmm registers (Q4_K and Q6_K spill a few), and the
-// wide tile keeps 4 memory streams going. Measured on Zen 4 with specserve-kernel-bench, 8192 x 2304,
-// 1 thread, 5 / 9 tokens: Q8_0 1.73 / 2.08 ms in tiles of 2 groups x 5
-// tokens, 1.35-1.44 / 1.69-1.88 in these.
+// wide tile keeps 4 memory streams going. Measured on Zen 4 with
+// specserve-kernel-bench, 8192 x 2304, 1 thread, 5 / 9 tokens: Q8_0 1.73 /
+// 2.08 ms in tiles of 2 groups x 5 tokens, 1.35-1.44 / 1.69-1.88 in these.
 constexpr int kTileGroups = 4;
 constexpr int kMaxTokens = 3;  // per token group (a kernel's kTileTokens may allow more)
 // Tokens per stream: the weights come from memory once per stream.
@@ -435,9 +435,9 @@ void Tile(const uint8_t* const* grp, const __mmask16* masks, int64_t nu, const S
   __m512 acc[G][T];
   Zero<G, T>(acc);
   for (int64_t u = 0; u < nu; ++u) {
-    if constexpr (kFromMemory && K::kPrefetchUnits > 0) {
+    if constexpr (kFromMemory && K::kPrefetchUnits > 0 && T >= 2) {
 #pragma GCC unroll 32
-      for (int g = 0; g < G && T >= 2; ++g) {
+      for (int g = 0; g < G; ++g) {
         const char* p = reinterpret_cast<const char*>(grp[g] + K::kBytes * (u + K::kPrefetchUnits));
 #pragma GCC unroll 16
         for (int64_t l = 0; l < K::kBytes; l += 64) _mm_prefetch(p + l, _MM_HINT_T0);
