@@ -11,6 +11,11 @@
 #                            [--k adaptive|N] [--prefix-tokens N] [--repeats R]
 #                            [--samples FILE] [--target FILE.gguf] [--batch-gather-ms N]
 #                            [--prefill-chunk-tokens N] [--request-rate R]
+#                            [--drafters none,model[,ngram]]
+#
+# --drafters: the rows of each concurrency (serve-bench --drafters): plain
+# decoding (none), the draft service (model), the coordinator's n-gram
+# prompt lookup with no draft model (ngram). Default none,model.
 #
 # --samples FILE: every request of the sweep, with each streamed delta's gap
 # and tokens (serve-bench --samples-json), to see where a p99 comes from.
@@ -55,7 +60,7 @@ bin=${SPECSERVE_BIN:-$root/build/bin}
 repeats=1
 pair=bundled concurrency=1,2,4,8,16,32 duration=10 max_tokens=64 json="" plot="" prompts="" limit=8
 max_sessions=64 max_waiting=256 activations=fp32 k=adaptive prefix_tokens="" max_tokens_given="" samples=""
-target_override="" gather=() chunk=() rate=()
+target_override="" gather=() chunk=() rate=() drafters=none,model
 while [ $# -gt 0 ]; do
   case $1 in
     --pair) pair=$2; shift 2 ;;
@@ -77,6 +82,7 @@ while [ $# -gt 0 ]; do
     --batch-gather-ms) gather=(--batch-gather-ms "$2"); shift 2 ;;
     --prefill-chunk-tokens) chunk=(--prefill-chunk-tokens "$2"); shift 2 ;;
     --request-rate) rate=(--request-rate "$2"); shift 2 ;;
+    --drafters) drafters=$2; shift 2 ;;
     *) echo "load_sweep.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -137,7 +143,8 @@ json_args=()
 [ -n "$samples" ] && json_args+=(--samples-json "$samples")
 "$bin/specserve" serve-bench --coordinator 127.0.0.1:$cp --target-model "$target" --draft-model "$draft" \
   --prompts "$prompts" --limit "$limit" --max-tokens "$max_tokens" --temperatures 0 --k "$k" \
-  --concurrency "$concurrency" --duration "$duration" --repeats "$repeats" "${rate[@]}" "${json_args[@]}"
+  --concurrency "$concurrency" --duration "$duration" --repeats "$repeats" --drafters "$drafters" \
+  "${rate[@]}" "${json_args[@]}"
 if [ -n "$plot" ]; then
   python3 "$root/bench/plot_load.py" "$json" "$plot" --title "serve-bench, $pair pair$([ -n "$target_override" ] && echo " ($(basename "$target"))"), K $k vs plain"
 fi

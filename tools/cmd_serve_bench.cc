@@ -117,8 +117,9 @@ absl::Status WriteJson(const CliArgs& args, const nlohmann::json& rows, const st
   return absl::OkStatus();
 }
 
-// --concurrency: the load table (tools/load_bench.h), plain decoding and the
-// model drafter at each concurrency and temperature, through the services.
+// --concurrency: the load table (tools/load_bench.h), one row per drafter of
+// --drafters (plain decoding, the model drafter, the coordinator's n-gram
+// drafter) at each concurrency and temperature, through the services.
 // With --openai-url: one row per concurrency and temperature against that
 // server (whatever it does by default: drafter "server").
 absl::Status RunLoadMode(const CliArgs& args, const SendFn& send, bool openai,
@@ -143,6 +144,19 @@ absl::Status RunLoadMode(const CliArgs& args, const SendFn& send, bool openai,
     levels.push_back(n);
   }
   if (levels.empty()) return absl::InvalidArgumentError("--concurrency: a list of client counts such as 1,4,16");
+  std::vector<v1::Drafter> drafters;
+  for (absl::string_view d : absl::StrSplit(args.Str("drafters"), ',', absl::SkipEmpty())) {
+    if (d == "none") {
+      drafters.push_back(v1::DRAFTER_NONE);
+    } else if (d == "model") {
+      drafters.push_back(v1::DRAFTER_MODEL);
+    } else if (d == "ngram") {
+      drafters.push_back(v1::DRAFTER_NGRAM);
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat("--drafters: none, model or ngram, not '", d, "'"));
+    }
+  }
+  if (drafters.empty()) return absl::InvalidArgumentError("--drafters: a list such as none,model,ngram");
   std::printf("%s, %.0f s per row, %d tokens per request, %zu prompts\n",
               base.request_rate > 0 ? absl::StrCat("open loop at ", base.request_rate, " requests/s").c_str()
                                     : "closed loop",
@@ -155,15 +169,15 @@ absl::Status RunLoadMode(const CliArgs& args, const SendFn& send, bool openai,
     for (int n : levels) {
       // --repeats R: R slices of duration / R per drafter, in turn (plain,
       // speculative, plain, ...), merged into one row each.
-      const std::vector<bool> modes = openai ? std::vector<bool>{false} : std::vector<bool>{false, true};
+      const std::vector<v1::Drafter> modes = openai ? std::vector<v1::Drafter>{v1::DRAFTER_NONE} : drafters;
       std::vector<std::vector<LoadResult>> slices(modes.size());
       for (int64_t rep = 0; rep < repeats; ++rep) {
         for (size_t m = 0; m < modes.size(); ++m) {
           LoadConfig c = base;
           c.concurrency = n;
           c.temperature = static_cast<float>(temperature);
-          c.drafter = modes[m] ? v1::DRAFTER_MODEL : v1::DRAFTER_NONE;
-          c.k = modes[m] ? static_cast<int32_t>(k) : 0;
+          c.drafter = modes[m];
+          c.k = modes[m] != v1::DRAFTER_NONE ? static_cast<int32_t>(k) : 0;
           c.duration_s = base.duration_s / static_cast<double>(repeats);
           ASSIGN_OR_RETURN(LoadResult r, RunLoad(send, prompts, c));
           slices[m].push_back(std::move(r));
@@ -340,12 +354,15 @@ int ServeBench(int argc, char** argv) {
             "(cold vs warm; tools/prefix_bench.h); reads every prompt unless --limit is given");
   args.Flag("prefix-question-tokens", "16", "prefix mode: the tokens after the shared prefix");
   args.Flag("prefix-pairs", "4", "prefix mode: cold/warm pairs per drafter");
+  args.Flag("drafters", "none,model",
+            "load mode: comma-separated drafters, a row each: none (plain decoding), model (the draft service), "
+            "ngram (the coordinator's prompt lookup, no draft service)");
   args.Flag("request-rate", "0", "load mode: Poisson arrivals per second (0: closed loop)");
   args.Flag("duration", "30", "load mode: seconds per row (no request starts after this)");
   args.Flag("repeats", "1",
             "load mode: split each row's --duration into this many slices, run in turn with the other "
-            "drafter's (plain, speculative, plain, ...) and merged, so that a slow spell of a shared "
-            "machine falls on both");
+            "drafters' (plain, speculative, plain, ...) and merged, so that a slow spell of a shared "
+            "machine falls on all of them");
   args.Flag("slo-ttft-ms", "2000", "load mode: goodput counts requests with TTFT within this ...");
   args.Flag("slo-itl-ms", "200", "... and p99 inter-token latency within this");
   args.Flag("openai-url", "",

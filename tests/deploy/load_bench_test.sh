@@ -3,8 +3,8 @@
 # three processes with the bundled models, runs closed-loop load at 1 and 3
 # clients (each row two slices, --repeats 2) and an open-loop row, and checks
 # the JSON rows: every field there, no errors, percentiles in order, the
-# model drafter accepting tokens, and both services back to zero open
-# sessions afterwards. Then the same load
+# model drafter accepting tokens, an n-gram row (--drafters), and both
+# services back to zero open sessions afterwards. Then the same load
 # through the coordinator's OpenAI-compatible HTTP API (--openai-url).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -24,6 +24,11 @@ bench() {
 bench --concurrency 1,3 --repeats 2 --json "$work/closed.json" --samples-json "$work/samples.json" \
   >"$work/closed.txt" || fail "closed loop"
 bench --concurrency 2 --request-rate 4 --json "$work/open.json" >"$work/open.txt" || fail "open loop"
+# --drafters: a row for the coordinator's n-gram drafter (no draft service),
+# and a clear refusal of an unknown one.
+bench --concurrency 1 --drafters none,ngram --json "$work/ngram.json" >"$work/ngram.txt" || fail "--drafters ngram"
+bench --concurrency 1 --drafters none,eagle >"$work/bad-drafter.txt" 2>&1 && fail "--drafters eagle succeeded"
+grep -q "drafters: none, model or ngram" "$work/bad-drafter.txt" || fail "--drafters eagle: $(cat "$work/bad-drafter.txt")"
 bench --openai-url "http://127.0.0.1:$HTTP_PORT" --concurrency 2 --json "$work/openai.json" >"$work/openai.txt" \
   || fail "--openai-url"
 bench --openai-url "http://127.0.0.1:$HTTP_PORT" --openai-model no-such-model --concurrency 1 --duration 1 \
@@ -38,6 +43,11 @@ work, ports = sys.argv[1], sys.argv[2:]
 closed = json.load(open(work + "/closed.json"))
 open_ = json.load(open(work + "/open.json"))
 openai = json.load(open(work + "/openai.json"))
+ngram = json.load(open(work + "/ngram.json"))
+assert [(r["concurrency"], r["drafter"]) for r in ngram] == [(1, "none"), (1, "ngram")], ngram
+n = ngram[1]
+assert n["errors"] == 0 and n["requests"] > 0 and n["where"] == "services", n
+assert 0 <= n["acceptance_rate"] <= 1 and n["tokens_per_pass"] >= 1, n
 assert [(r["concurrency"], r["drafter"], r["where"], r["k"]) for r in openai] == [(2, "server", "openai", None)], openai
 o = openai[0]
 assert o["errors"] == 0 and o["requests"] > 0 and o["tokens"] > 0, o
