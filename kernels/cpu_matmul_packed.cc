@@ -54,27 +54,19 @@ bool PackedKernelRuns(GgmlType type) {
 
 // ---------------------------------------------------------------------------
 // The AVX-512 VNNI kernels. Compiled for AVX-512 + VNNI and only called after
-// UseVnniInt8MatMul() said the CPU has them; every header is included above.
+// UseVnniInt8MatMul() said the CPU has them; every header is included above
+// but the kernels' units (cpu_matmul_packed_units.h), which are compiled here.
 #pragma GCC push_options
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,avx512vnni,avx512vbmi,avx2,fma,f16c")
 
+#include "kernels/cpu_matmul_packed_units.h"
+
 namespace specserve::cpu {
 namespace {
 
-inline __m512 HalvesToFloats(const uint8_t* p) {
-  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-}
-inline __m512 BytesToFloats(const uint8_t* p) {
-  return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
-}
-inline __m512i Broadcast4(const int8_t* p) {
-  int32_t x4;
-  std::memcpy(&x4, p, 4);
-  return _mm512_set1_epi32(x4);
-}
 template <int G, int T>
 inline void Zero(__m512 (&acc)[G][T]) {
 #pragma GCC unroll 32
@@ -92,28 +84,17 @@ inline void Store(const __m512 (&acc)[G][T], const __mmask16* masks, float* y, i
 }
 
 // Row tiles of 4 groups (64 rows), token groups of up to 3 (Q8_0: 5, see
-// Q8_0Kernel): 2 G T accumulators (the float sums and one unit's integer
+// Q8_0Kernel in cpu_matmul_packed_units.h): 2 G T accumulators (the float sums and one unit's integer
 // dots) within the 32 zmm registers (Q4_K and Q6_K spill a few), and the
 // wide tile keeps 4 memory streams going. Measured on Zen 4 with
 // specserve-kernel-bench, 8192 x 2304, 1 thread, 5 / 9 tokens: Q8_0 1.73 /
 // 2.08 ms in tiles of 2 groups x 5 tokens, 1.35-1.44 / 1.69-1.88 in these.
 constexpr int kTileGroups = 4;
-constexpr int kMaxTokens = 3;  // per token group (a kernel's kTileTokens may allow more)
-// Tokens per stream: the weights come from memory once per stream.
-constexpr int kStreamTokens = 20;
 // From this many token groups a sweep unpacks a Q4_K or Q6_K unit once for
 // all of them (Sweep).
 constexpr int kDecodeParts = 4;
 
-// A stream's tokens as the units read them (indices relative to the stream):
-// their int8 pairs, their rows of Q8_0's block_bias or Q6_K's sub_bias, and
-// Q4_K's ms lanes.
-struct StreamTokens {
-  const Int8Pair* xs[kStreamTokens];
-  const int32_t* bias[kStreamTokens];
-  const Float16x* ms[kStreamTokens];
-};
-
+// The units' view of tokens t0 .. t0 + nt - 1 (StreamTokens).
 StreamTokens TokensOf(const Int8Activations& a, int64_t t0, int nt) {
   StreamTokens s{};
   const std::vector<int32_t>& biases = a.type == GgmlType::kQ8_0 ? a.block_bias : a.sub_bias;
@@ -125,375 +106,6 @@ StreamTokens TokensOf(const Int8Activations& a, int64_t t0, int nt) {
   }
   return s;
 }
-
-// Each kernel's Unit<G, T>(grp, u, st, t, acc) adds unit u (a block of 32
-// columns, or a super-block of 256) of G groups (grp[g]: the group's first
-// unit) times tokens t .. t + T - 1 of the stream into acc[G][T], in the
-// order of the contract (kernels/cpu_matmul_int8.h).
-
-// Q8_0, per block: the T integer dots of each group start from the token's
-// bias -128 * S and take 8 vpdpbusd (4 values each, the token's 4 int8
-// activations broadcast), then acc = fma(float(i), d_w * d_x, acc). Up to 3
-// tokens all G groups' dots are live at once; for 4-5 tokens
-// (kTileTokens), two groups' at a time, so that they fit in the 32 registers
-// beside the G T float sums (the bits do not depend on the order of groups).
-// A tile of 4-5 tokens from memory is as slow as two smaller ones (the
-// second from L2) unless it prefetches (kPrefetchUnits: 8 units, 4 KiB a
-// group, ahead): the more arithmetic per byte, the later the loads issue.
-// Measured on Zen 5 (specserve-kernel-bench, 8192 x 2304, 1 thread, best of
-// 6 alternating runs), 5 tokens: 694 us as 3 + 2 tokens, 989 as one tile
-// without prefetch, 627-646 with it; one token 470-485 either way.
-struct Q8_0Kernel {
-  static constexpr int64_t kCols = 32, kBytes = kQ8_0PackedBytes;
-  static constexpr int kTileTokens = 5;
-  static constexpr int64_t kPrefetchUnits = 8;
-  template <int G, int T>
-  static inline void Unit(const uint8_t* const* grp, int64_t b, const StreamTokens& st, int t0,
-                          __m512 (&acc)[G][T]) {
-    constexpr int GB = T <= 3 ? G : 2;  // groups whose dots are live together
-    static_assert(G % GB == 0);
-    const int h = static_cast<int>(b & 1);
-#pragma GCC unroll 32
-    for (int g0 = 0; g0 < G; g0 += GB) {
-      __m512i ia[GB][T];
-#pragma GCC unroll 32
-      for (int t = 0; t < T; ++t) {
-        const __m512i bi = _mm512_set1_epi32(st.bias[t0 + t][b]);
-#pragma GCC unroll 32
-        for (int g = 0; g < GB; ++g) ia[g][t] = bi;
-      }
-#pragma GCC unroll 8
-      for (int k = 0; k < 8; ++k) {
-#pragma GCC unroll 32
-        for (int g = 0; g < GB; ++g) {
-          const __m512i w = _mm512_loadu_si512(grp[g0 + g] + kBytes * b + 32 + 64 * k);
-#pragma GCC unroll 32
-          for (int t = 0; t < T; ++t) {
-            ia[g][t] = _mm512_dpbusd_epi32(ia[g][t], w, Broadcast4(st.xs[t0 + t][b >> 1].q + 32 * h + 4 * k));
-          }
-        }
-      }
-#pragma GCC unroll 32
-      for (int g = 0; g < GB; ++g) {
-        const __m512 sw = HalvesToFloats(grp[g0 + g] + kBytes * b);
-#pragma GCC unroll 32
-        for (int t = 0; t < T; ++t) {
-          const __m512 s = _mm512_mul_ps(sw, _mm512_set1_ps(st.xs[t0 + t][b >> 1].d[8 * h]));
-          acc[g0 + g][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[g][t]), s, acc[g0 + g][t]);
-        }
-      }
-    }
-  }
-};
-
-// Q4_K, per super-block: per sub-block j of 32 values, the integer dot of the
-// nibbles (low nibbles for even j, high for odd, of the same bytes) from
-// zero, then acc = fma(float(i), (d * sc) * d_x, acc) and
-// acc = fma(-(dmin * m), ms, acc) with ms = d_x * S (the activations' Q4_K ms
-// lanes). UnitFrom reads the codes and row scales from a source: Q4Direct
-// unpacks them from the packed bytes as it goes (one token group reads a
-// unit once), Q4Decoded holds them unpacked (a sweep's token groups share
-// one unpacking of the unit); both give the same values, so the same bits.
-template <int G>
-struct Q4Direct {
-  const uint8_t* base[G];
-  __m512 d[G], dmin[G];
-  Q4Direct(const uint8_t* const* grp, int64_t s) {
-#pragma GCC unroll 32
-    for (int g = 0; g < G; ++g) {
-      base[g] = grp[g] + kQ4_KPackedBytes * s;
-      d[g] = HalvesToFloats(base[g]);
-      dmin[g] = HalvesToFloats(base[g] + 32);
-    }
-  }
-  // Sub-block j = 2p + h, the 4 codes of each row at 4k .. 4k + 3.
-  __m512i Codes(int g, int p, int h, int k) const {
-    __m512i w = _mm512_loadu_si512(base[g] + 320 + 512 * p + 64 * k);
-    if (h != 0) w = _mm512_srli_epi16(w, 4);
-    return _mm512_and_si512(w, _mm512_set1_epi8(0x0F));
-  }
-  // Sub-blocks 2p (lo) and 2p + 1 (hi) from one load of their bytes.
-  void CodePair(int g, int p, int k, __m512i& lo, __m512i& hi) const {
-    const __m512i w = _mm512_loadu_si512(base[g] + 320 + 512 * p + 64 * k);
-    lo = _mm512_and_si512(w, _mm512_set1_epi8(0x0F));
-    hi = _mm512_and_si512(_mm512_srli_epi16(w, 4), _mm512_set1_epi8(0x0F));
-  }
-  __m512 Scale(int g, int j) const { return _mm512_mul_ps(d[g], BytesToFloats(base[g] + 64 + 16 * j)); }
-  __m512 Min(int g, int j) const { return _mm512_mul_ps(dmin[g], BytesToFloats(base[g] + 192 + 16 * j)); }
-};
-// A unit of G groups unpacked: 4 KiB of codes and 1 KiB of scales a group,
-// in the order UnitFrom reads them (groups innermost: no two reads of a
-// sub-block 4 KiB apart, which the store buffer would take for conflicts).
-template <int G>
-struct alignas(64) Q4Decoded {
-  __m512i q[8][8][G];
-  __m512 ws[8][G], m1[8][G];
-  void Fill(const uint8_t* const* grp, int64_t s) {
-    const Q4Direct<G> src(grp, s);
-#pragma GCC unroll 1
-    for (int p = 0; p < 4; ++p) {
-#pragma GCC unroll 2
-      for (int h = 0; h < 2; ++h) {
-#pragma GCC unroll 8
-        for (int k = 0; k < 8; ++k)
-#pragma GCC unroll 32
-          for (int g = 0; g < G; ++g) q[2 * p + h][k][g] = src.Codes(g, p, h, k);
-#pragma GCC unroll 32
-        for (int g = 0; g < G; ++g) {
-          ws[2 * p + h][g] = src.Scale(g, 2 * p + h);
-          m1[2 * p + h][g] = src.Min(g, 2 * p + h);
-        }
-      }
-    }
-  }
-  __m512i Codes(int g, int p, int h, int k) const { return q[2 * p + h][k][g]; }
-  void CodePair(int g, int p, int k, __m512i& lo, __m512i& hi) const {
-    lo = q[2 * p][k][g];
-    hi = q[2 * p + 1][k][g];
-  }
-  __m512 Scale(int g, int j) const { return ws[j][g]; }
-  __m512 Min(int g, int j) const { return m1[j][g]; }
-};
-struct Q4_KKernel {
-  static constexpr int64_t kCols = 256, kBytes = kQ4_KPackedBytes;
-  static constexpr int kTileTokens = kMaxTokens;
-  static constexpr int64_t kPrefetchUnits = 0;
-  template <int G>
-  using Decoded = Q4Decoded<G>;
-  template <int G, int T, class Src>
-  static inline void UnitFrom(const Src& src, int64_t s, const StreamTokens& st, int t0, __m512 (&acc)[G][T]) {
-    if constexpr (3 * G * T <= 28) {
-      UnitPairsFrom<G, T>(src, s, st, t0, acc);
-      return;
-    }
-#pragma GCC unroll 1
-    for (int p = 0; p < 4; ++p) {
-      const int64_t pair = 4 * s + p;
-#pragma GCC unroll 2
-      for (int h = 0; h < 2; ++h) {
-        const int j = 2 * p + h;
-        __m512i ia[G][T];
-#pragma GCC unroll 32
-        for (int g = 0; g < G; ++g)
-#pragma GCC unroll 32
-          for (int t = 0; t < T; ++t) ia[g][t] = _mm512_setzero_si512();
-#pragma GCC unroll 8
-        for (int k = 0; k < 8; ++k) {
-#pragma GCC unroll 32
-          for (int g = 0; g < G; ++g) {
-            const __m512i w = src.Codes(g, p, h, k);
-#pragma GCC unroll 32
-            for (int t = 0; t < T; ++t) {
-              ia[g][t] = _mm512_dpbusd_epi32(ia[g][t], w, Broadcast4(st.xs[t0 + t][pair].q + 32 * h + 4 * k));
-            }
-          }
-        }
-#pragma GCC unroll 32
-        for (int g = 0; g < G; ++g) {
-          const __m512 ws = src.Scale(g, j);
-          const __m512 m1 = src.Min(g, j);
-#pragma GCC unroll 32
-          for (int t = 0; t < T; ++t) {
-            const __m512 sc = _mm512_mul_ps(ws, _mm512_set1_ps(st.xs[t0 + t][pair].d[8 * h]));
-            acc[g][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[g][t]), sc, acc[g][t]);
-            acc[g][t] = _mm512_fnmadd_ps(m1, _mm512_set1_ps(st.ms[t0 + t][s].v[8 + j]), acc[g][t]);
-          }
-        }
-      }
-    }
-  }
-  // UnitFrom while the 2 G T dots of two sub-blocks fit in the registers
-  // beside the G T float sums (G 4: 1-2 tokens): sub-blocks 2p and 2p + 1
-  // at once, from one load of their bytes, so twice the dot chains run side
-  // by side. The integer dots are exact and the float sums keep UnitFrom's
-  // order: the same bits. (specserve-kernel-bench, Zen 5, 1 thread, best of
-  // 3 alternating runs: 2304 x 8192, 1 / 2 tokens 391 / 410 -> 289 / 329 us;
-  // 8192 x 2304 398 / 441 -> 343 / 395. With 2 groups at a time for 3
-  // tokens, 3 tokens ran slower: 420 -> 553 us.)
-  template <int G, int T, class Src>
-  static inline void UnitPairsFrom(const Src& src, int64_t s, const StreamTokens& st, int t0,
-                                   __m512 (&acc)[G][T]) {
-#pragma GCC unroll 1
-    for (int p = 0; p < 4; ++p) {
-      const int64_t pair = 4 * s + p;
-      __m512i ia[2][G][T];
-#pragma GCC unroll 2
-      for (int h = 0; h < 2; ++h)
-#pragma GCC unroll 32
-        for (int g = 0; g < G; ++g)
-#pragma GCC unroll 32
-          for (int t = 0; t < T; ++t) ia[h][g][t] = _mm512_setzero_si512();
-#pragma GCC unroll 8
-      for (int k = 0; k < 8; ++k) {
-#pragma GCC unroll 32
-        for (int g = 0; g < G; ++g) {
-          __m512i w[2];
-          src.CodePair(g, p, k, w[0], w[1]);
-#pragma GCC unroll 2
-          for (int h = 0; h < 2; ++h)
-#pragma GCC unroll 32
-            for (int t = 0; t < T; ++t) {
-              ia[h][g][t] =
-                  _mm512_dpbusd_epi32(ia[h][g][t], w[h], Broadcast4(st.xs[t0 + t][pair].q + 32 * h + 4 * k));
-            }
-        }
-      }
-#pragma GCC unroll 2
-      for (int h = 0; h < 2; ++h) {
-        const int j = 2 * p + h;
-#pragma GCC unroll 32
-        for (int g = 0; g < G; ++g) {
-          const __m512 ws = src.Scale(g, j);
-          const __m512 m1 = src.Min(g, j);
-#pragma GCC unroll 32
-          for (int t = 0; t < T; ++t) {
-            const __m512 sc = _mm512_mul_ps(ws, _mm512_set1_ps(st.xs[t0 + t][pair].d[8 * h]));
-            acc[g][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[h][g][t]), sc, acc[g][t]);
-            acc[g][t] = _mm512_fnmadd_ps(m1, _mm512_set1_ps(st.ms[t0 + t][s].v[8 + j]), acc[g][t]);
-          }
-        }
-      }
-    }
-  }
-  template <int G, int T>
-  static inline void Unit(const uint8_t* const* grp, int64_t s, const StreamTokens& st, int t0,
-                          __m512 (&acc)[G][T]) {
-    UnitFrom<G, T>(Q4Direct<G>(grp, s), s, st, t0, acc);
-  }
-};
-
-// 64 6-bit codes from 48 bytes (8 per 6 bytes, little-endian; the Q6_K
-// layout) to 64 bytes: vpermb spreads each 6 bytes over a qword, vpmultishiftqb
-// takes byte m of the qword from bit 6m, and 0x3F drops the neighbours' bits.
-// The 48 bytes come as a 32- and a 16-byte load (lanes 0-1 and 2), nothing
-// read past them. (A byte-masked load, _mm512_maskz_loadu_epi8, made Q6_K
-// twice as slow on Zen 5: specserve-kernel-bench, 1 thread, best of 2
-// alternating runs, 2304 x 8192, 1 / 5 / 9 tokens 807 / 1354 / 1949 us with
-// it, 423 / 796 / 1147 so.)
-inline __m512i Unpack6(const uint8_t* p) {
-  const __m512i v =
-      _mm512_inserti32x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))),
-                         _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 32)), 2);
-  const __m512i spread = _mm512_permutexvar_epi8(
-      _mm512_set_epi64(0x2F2F2F2E2D2C2B2Aull, 0x2929292827262524ull, 0x2323232221201F1Eull, 0x1D1D1D1C1B1A1918ull,
-                       0x1717171615141312ull, 0x111111100F0E0D0Cull, 0x0B0B0B0A09080706ull, 0x0505050403020100ull),
-      v);
-  const __m512i fields = _mm512_multishift_epi64_epi8(_mm512_set1_epi64(0x2A241E18120C0600ull), spread);
-  return _mm512_and_si512(fields, _mm512_set1_epi8(0x3F));
-}
-
-// Q6_K, per super-block, per block b of 32 values: the T integer dots of each
-// group, one per 16-value sub-block, start from the token's bias -32 * S16
-// and take 4 vpdpbusd each (the 6-bit codes unpacked to bytes, Unpack6);
-// i = s0 * i0 + s1 * i1 (the rows' int8 scales, vpmulld), then
-// acc = fma(float(i), d * d_x, acc). (For Q6_K, 2048 x 8192, 5 tokens, on
-// Zen 4: 1.33 ms in tiles of 2 groups x 5 tokens, 1.09 in 4 x 3, 1.17-1.22 in
-// 3 x 3, 1.23-1.30 in 2 x 3.) Sources as for Q4_K: Q6Direct unpacks as it
-// goes, Q6Decoded holds a unit unpacked for a sweep's token groups.
-template <int G>
-struct Q6Direct {
-  const uint8_t* base[G];
-  __m512 d[G];
-  Q6Direct(const uint8_t* const* grp, int64_t s) {
-#pragma GCC unroll 32
-    for (int g = 0; g < G; ++g) {
-      base[g] = grp[g] + kQ6_KPackedBytes * s;
-      d[g] = _mm512_loadu_ps(base[g]);
-    }
-  }
-  // Block b, the 4 codes of each row at 4k .. 4k + 3.
-  __m512i Codes(int g, int b, int k) const { return Unpack6(base[g] + 320 + 384 * b + 48 * k); }
-  // Sub-block i (16 values) of the 16 rows, as int32 lanes.
-  __m512i Scales(int g, int i) const {
-    return _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(base[g] + 64 + 16 * i)));
-  }
-  __m512 D(int g) const { return d[g]; }
-};
-// A unit of G groups unpacked, as Q4Decoded.
-template <int G>
-struct alignas(64) Q6Decoded {
-  __m512i q[8][8][G];
-  __m512i sc[16][G];
-  __m512 d[G];
-  void Fill(const uint8_t* const* grp, int64_t s) {
-    const Q6Direct<G> src(grp, s);
-#pragma GCC unroll 1
-    for (int b = 0; b < 8; ++b) {
-#pragma GCC unroll 8
-      for (int k = 0; k < 8; ++k)
-#pragma GCC unroll 32
-        for (int g = 0; g < G; ++g) q[b][k][g] = src.Codes(g, b, k);
-    }
-#pragma GCC unroll 1
-    for (int i = 0; i < 16; ++i)
-#pragma GCC unroll 32
-      for (int g = 0; g < G; ++g) sc[i][g] = src.Scales(g, i);
-#pragma GCC unroll 32
-    for (int g = 0; g < G; ++g) d[g] = src.D(g);
-  }
-  __m512i Codes(int g, int b, int k) const { return q[b][k][g]; }
-  __m512i Scales(int g, int i) const { return sc[i][g]; }
-  __m512 D(int g) const { return d[g]; }
-};
-struct Q6_KKernel {
-  static constexpr int64_t kCols = 256, kBytes = kQ6_KPackedBytes;
-  static constexpr int kTileTokens = kMaxTokens;
-  static constexpr int64_t kPrefetchUnits = 0;
-  template <int G>
-  using Decoded = Q6Decoded<G>;
-  template <int G, int T, class Src>
-  static inline void UnitFrom(const Src& src, int64_t s, const StreamTokens& st, int t0, __m512 (&acc)[G][T]) {
-#pragma GCC unroll 1
-    for (int b = 0; b < 8; ++b) {
-      const int64_t pair = 4 * s + b / 2;
-      const int h = b & 1;
-      __m512i ia[G][T];
-#pragma GCC unroll 2
-      for (int j = 0; j < 2; ++j) {
-        __m512i ij[G][T];
-#pragma GCC unroll 32
-        for (int t = 0; t < T; ++t) {
-          const __m512i bi = _mm512_set1_epi32(st.bias[t0 + t][16 * s + 2 * b + j]);
-#pragma GCC unroll 32
-          for (int g = 0; g < G; ++g) ij[g][t] = bi;
-        }
-#pragma GCC unroll 4
-        for (int k = 4 * j; k < 4 * j + 4; ++k) {
-#pragma GCC unroll 32
-          for (int g = 0; g < G; ++g) {
-            const __m512i w = src.Codes(g, b, k);
-#pragma GCC unroll 32
-            for (int t = 0; t < T; ++t) {
-              ij[g][t] = _mm512_dpbusd_epi32(ij[g][t], w, Broadcast4(st.xs[t0 + t][pair].q + 32 * h + 4 * k));
-            }
-          }
-        }
-#pragma GCC unroll 32
-        for (int g = 0; g < G; ++g) {
-          const __m512i sc = src.Scales(g, 2 * b + j);
-#pragma GCC unroll 32
-          for (int t = 0; t < T; ++t) {
-            const __m512i p = _mm512_mullo_epi32(ij[g][t], sc);
-            ia[g][t] = j == 0 ? p : _mm512_add_epi32(ia[g][t], p);
-          }
-        }
-      }
-#pragma GCC unroll 32
-      for (int g = 0; g < G; ++g) {
-#pragma GCC unroll 32
-        for (int t = 0; t < T; ++t) {
-          const __m512 sx = _mm512_mul_ps(src.D(g), _mm512_set1_ps(st.xs[t0 + t][pair].d[8 * h]));
-          acc[g][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[g][t]), sx, acc[g][t]);
-        }
-      }
-    }
-  }
-  template <int G, int T>
-  static inline void Unit(const uint8_t* const* grp, int64_t s, const StreamTokens& st, int t0,
-                          __m512 (&acc)[G][T]) {
-    UnitFrom<G, T>(Q6Direct<G>(grp, s), s, st, t0, acc);
-  }
-};
 
 // A stream of at most K::kTileTokens tokens: one row tile times all of them,
 // every float sum in a register from the first unit to the last.
