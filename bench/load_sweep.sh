@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Plain vs speculative decoding under load through the three services:
 # starts target, draft and coordinator on free loopback ports and runs
-# `specserve serve-bench --concurrency LIST` (closed loop) with the model
-# drafter at adaptive K, printing the table and writing JSON.
+# `specserve serve-bench --concurrency LIST` (closed loop), plain decoding
+# and each drafter of --drafters (default: the model drafter) at adaptive K,
+# printing the table and writing JSON.
 #
 #   bash bench/load_sweep.sh [--pair bundled|realistic] [--concurrency 1,2,4,8,16,32]
 #                            [--duration S] [--max-tokens N] [--json FILE] [--plot FILE.png]

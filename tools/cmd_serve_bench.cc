@@ -5,7 +5,7 @@
 // same prompts in process, and prints decode tokens/s, the speedups, the
 // acceptance and where the rounds' time went (draft, verify, network).
 // With --concurrency it runs load instead (tools/load_bench.h): many clients
-// at once, with latency percentiles; with --prefix-tokens, the time to first
+// at once, with latency percentiles, a row per drafter of --drafters; with --prefix-tokens, the time to first
 // token of a request whose long prefix is cached (tools/prefix_bench.h).
 // A benchmark, not a test: it prints a table and, with --json, JSON.
 #include <algorithm>
