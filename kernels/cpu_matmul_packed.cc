@@ -20,7 +20,13 @@ PackedWidePass DefaultPackedWidePass() {
   const char* env = std::getenv("SPECSERVE_CPU_WIDE_PASS");
   if (env != nullptr && std::string_view(env) == "tiles") return PackedWidePass::kTokenGroupTiles;
   if (env != nullptr && std::string_view(env) == "sweep") return PackedWidePass::kUnitSweep;
-  if (env != nullptr) std::fprintf(stderr, "SPECSERVE_CPU_WIDE_PASS=%s ignored: use tiles or sweep\n", env);
+  if (env != nullptr && std::string_view(env) == "amx") {
+    if (AmxInt8Runs()) return PackedWidePass::kAmxTiles;
+    std::fprintf(stderr, "SPECSERVE_CPU_WIDE_PASS=amx ignored: this CPU (or OS) has no AMX-INT8\n");
+  } else if (env != nullptr) {
+    std::fprintf(stderr, "SPECSERVE_CPU_WIDE_PASS=%s ignored: use amx, tiles or sweep\n", env);
+  }
+  if (AmxInt8Runs()) return PackedWidePass::kAmxTiles;
   __builtin_cpu_init();
   return __builtin_cpu_is("amd") ? PackedWidePass::kTokenGroupTiles : PackedWidePass::kUnitSweep;
 }
@@ -35,6 +41,7 @@ PackedWidePass CurrentPackedWidePass() {
 }
 
 void SetPackedWidePass(PackedWidePass order) {
+  SPECSERVE_CHECK(order != PackedWidePass::kAmxTiles || AmxInt8Runs());
   WidePassSlot().store(static_cast<int>(order), std::memory_order_relaxed);
 }
 
@@ -306,6 +313,9 @@ void MatMulPackedVnni(const MatrixView& w, const Int8Activations& a, float* y, i
   SPECSERVE_CHECK(w.packed != nullptr && PackableForInt8(w) && PackedVnniRuns(w.type) && a.type == w.type &&
                   a.n == w.cols);
   if (a.T == 0 || r0 >= r1) return;
+  if (a.T >= kAmxMinTokens && CurrentPackedWidePass() == PackedWidePass::kAmxTiles && PackedAmxRuns(w.type)) {
+    return MatMulPackedAmx(w, a, y, r0, r1);
+  }
   switch (w.type) {
     case GgmlType::kQ8_0: return Rows<Q8_0Kernel, kTileGroups>(w, a, y, r0, r1);
     case GgmlType::kQ4_K: return Rows<Q4_KKernel, kTileGroups>(w, a, y, r0, r1);

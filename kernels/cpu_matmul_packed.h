@@ -70,7 +70,7 @@ bool PackedVnniRuns(GgmlType type);
 void MatMulPackedVnni(const MatrixView& w, const Int8Activations& a, float* y, int64_t r0, int64_t r1);
 
 // How MatMulPackedVnni reads a row tile (64 rows) for a pass of 4 to 20
-// tokens. Both give the same bits (each (row, token) sum in the contract's
+// tokens. All give the same bits (each (row, token) sum in the contract's
 // order), only the speed differs, and which is faster depends on the CPU:
 //   kUnitSweep        the tile is read once, a unit (32 or 256 columns) at a
 //                     time, each unit going to every token group of <= 3
@@ -80,18 +80,48 @@ void MatMulPackedVnni(const MatrixView& w, const Int8Activations& a, float* y, i
 //                     registers: the first group (Q8_0: up to 5 tokens, with
 //                     software prefetch; else up to 3) reads the tile from
 //                     memory, the others (<= 3 tokens) from L2.
+//   kAmxTiles         Q8_0 and Q4_K passes of kAmxMinTokens or more run
+//                     MatMulPackedAmx (up to 16 tokens per tile pass); Q6_K
+//                     and smaller passes as kUnitSweep. Only where
+//                     PackedAmxRuns.
 // Measured with specserve-kernel-bench, 1 thread, 8192 x 2304: on the
 // 2-core Xeon (AVX-512 VNNI) the sweep was the faster (Q8_0, 5 / 9 / 17
 // tokens 1.59 / 1.75 / 2.20 ms against 1.88 / 2.28 / 3.07); on the 2-core
 // Zen 5 EPYC the tiles (Q8_0 0.69 / 0.91 / 1.45 ms against 1.13 / 1.39 /
 // 1.93; Q4_K 0.66 / 0.95 / 1.53 against 0.75 / 1.06 / 2.04). Chosen once per
-// process: SPECSERVE_CPU_WIDE_PASS=sweep|tiles when set, else the tiles on
-// AMD CPUs and the sweep elsewhere. kernels/README.md has the tables.
-enum class PackedWidePass { kUnitSweep, kTokenGroupTiles };
+// process: SPECSERVE_CPU_WIDE_PASS=amx|sweep|tiles when set, else AMX where
+// it runs, the tiles on AMD CPUs and the sweep elsewhere. kernels/README.md
+// has the tables.
+enum class PackedWidePass { kUnitSweep, kTokenGroupTiles, kAmxTiles };
 PackedWidePass CurrentPackedWidePass();
 // Overrides the choice for the process (tests, benchmarks); takes effect for
-// passes started after it.
+// passes started after it. kAmxTiles only where AmxInt8Runs().
 void SetPackedWidePass(PackedWidePass order);
+
+// True when the CPU has AMX-TILE and AMX-INT8 and the OS lets this process
+// use the tiles (Linux: arch_prctl ARCH_REQ_XCOMP_PERM, asked on the first
+// call).
+bool AmxInt8Runs();
+
+// True when MatMulPackedAmx runs w's type: Q8_0 or Q4_K, AmxInt8Runs() and
+// UseVnniInt8MatMul() (its float epilogue is the VNNI kernel's).
+bool PackedAmxRuns(GgmlType type);
+
+// Passes of at least this many tokens take MatMulPackedAmx under kAmxTiles
+// (prefill chunks; decode and verify passes stay on the VNNI kernel). A tile
+// pass costs about the same for 2 tokens as for 16: each block's int32 dots
+// go through a tile store before the float epilogue, and the tiles are not
+// renamed, so the stores and the next block's products wait on each other.
+// Measured on the 2-core Xeon with AMX (specserve-kernel-bench, 1 thread,
+// 8192 x 2304, AMX against the sweep): Q8_0 9 / 17 / 33 / 64 / 128 tokens
+// 2.28 / 3.16 / 4.40 / 6.88 / 12.7 ms against 1.73 / 2.33 / 4.66 / 8.52 /
+// 16.0; Q4_K 1.58 / 2.52 / 3.80 / 6.42 / 13.3 against 1.67 / 2.38 / 4.67 /
+// 8.68 / 16.6.
+constexpr int64_t kAmxMinTokens = 32;
+
+// The same products as MatMulPackedVnni, the same bits, with AMX tiles
+// (kernels/cpu_matmul_packed_amx.cc; only call when PackedAmxRuns(w.type)).
+void MatMulPackedAmx(const MatrixView& w, const Int8Activations& a, float* y, int64_t r0, int64_t r1);
 
 // True when MatMulPackedAvx2 runs w's type on this CPU: AVX2, FMA and F16C,
 // for Q8_0, Q4_K and Q6_K (kernels/cpu_matmul_packed_avx2.cc; it runs on

@@ -7,6 +7,7 @@
 // the portable kernels give the bits of the AVX-512 VNNI ones; both orders
 // of a wide pass over packed weights (cpu::PackedWidePass) give the same bits.
 #include <cfloat>
+#include <cstdio>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -152,7 +153,28 @@ class WidePassScope {
 };
 
 const char* WidePassName(cpu::PackedWidePass order) {
-  return order == cpu::PackedWidePass::kUnitSweep ? "unit sweep" : "token-group tiles";
+  switch (order) {
+    case cpu::PackedWidePass::kUnitSweep: return "unit sweep";
+    case cpu::PackedWidePass::kTokenGroupTiles: return "token-group tiles";
+    default: return "AMX tiles";
+  }
+}
+
+// Every order this CPU runs: the AMX tiles only where AMX-INT8 runs (said
+// once, so that a log shows which machines checked them).
+std::vector<cpu::PackedWidePass> WidePasses() {
+  std::vector<cpu::PackedWidePass> orders = {cpu::PackedWidePass::kUnitSweep,
+                                             cpu::PackedWidePass::kTokenGroupTiles};
+  if (cpu::AmxInt8Runs()) {
+    orders.push_back(cpu::PackedWidePass::kAmxTiles);
+  } else {
+    static const bool said = [] {
+      std::printf("note: this CPU has no AMX-INT8; the AMX kernel is not checked here\n");
+      return true;
+    }();
+    (void)said;
+  }
+  return orders;
 }
 
 // The scalar model's bits for every case below.
@@ -188,7 +210,7 @@ void ExpectScalarModelBits(GgmlType type) {
 // columns from one block up (32 * odd for the 32-value types), with either
 // order of a wide pass over the packed weights (cpu_matmul_packed.h).
 TEST_P(MatMulInt8Test, EqualsTheScalarModelBitForBit) {
-  for (cpu::PackedWidePass order : {cpu::PackedWidePass::kUnitSweep, cpu::PackedWidePass::kTokenGroupTiles}) {
+  for (cpu::PackedWidePass order : WidePasses()) {
     SCOPED_TRACE(WidePassName(order));
     const WidePassScope scope(order);
     ExpectScalarModelBits(GetParam());
@@ -205,7 +227,7 @@ TEST_P(MatMulInt8Test, EveryPassWidthAndThreadCountGivesTheBitsOfOneToken) {
   for (int64_t t = 0; t < kMaxT; ++t) {
     MatMul(w.view, x.data() + t * kCols, 1, want.data() + t * kRows, one, MatMulActivations::kInt8);
   }
-  for (cpu::PackedWidePass order : {cpu::PackedWidePass::kUnitSweep, cpu::PackedWidePass::kTokenGroupTiles}) {
+  for (cpu::PackedWidePass order : WidePasses()) {
     const WidePassScope scope(order);
     for (int threads : {1, 2}) {
       ThreadPool pool(threads);
@@ -336,14 +358,12 @@ TEST_P(MatMulInt8Test, PortableKernelsGiveTheSameBits) {
   }
 }
 
-// The AVX2 packed kernel (CPUs without VNNI) called directly, so that AVX-512
-// machines test it too: the scalar model's bits for every pass width up to 17
-// and 40, on random bytes (every code, Q8_0's -128 included, every 6-bit
-// scale and min) and quantized weights, over row ranges that start and end
-// inside a 16-row group and inside an 8-row half.
-TEST_P(MatMulInt8Test, PackedAvx2KernelEqualsTheScalarModelBitForBit) {
-  const GgmlType type = GetParam();
-  if (!cpu::PackedAvx2Runs(type)) GTEST_SKIP() << "no AVX2 packed kernel for this type (or no AVX2 here)";
+// A packed kernel called directly: the scalar model's bits for every pass
+// width up to 17, 33 and 40, on random bytes (every code, Q8_0's -128
+// included, every 6-bit scale and min) and quantized weights, over row
+// ranges that start and end inside a 16-row group and inside an 8-row half.
+using PackedKernel = void (*)(const MatrixView&, const cpu::Int8Activations&, float*, int64_t, int64_t);
+void ExpectPackedKernelBits(GgmlType type, PackedKernel kernel) {
   const bool k_quant = type == GgmlType::kQ4_K || type == GgmlType::kQ6_K;
   const std::vector<int64_t> cols = k_quant ? std::vector<int64_t>{256, 2304} : std::vector<int64_t>{32, 288, 2304};
   constexpr int64_t kRows = 77, kMaxT = 40;
@@ -356,13 +376,14 @@ TEST_P(MatMulInt8Test, PackedAvx2KernelEqualsTheScalarModelBitForBit) {
       const std::vector<float> want = RefMatMul(w.view, x.data(), kMaxT);
       std::vector<int64_t> Ts;
       for (int64_t T = 1; T <= 17; ++T) Ts.push_back(T);
+      Ts.push_back(33);
       Ts.push_back(kMaxT);
       for (int64_t T : Ts) {
         cpu::Int8Activations a;
         cpu::QuantizeActivationsInt8Portable(type, x.data(), T, n, a);
         for (const auto& [r0, r1] : ranges) {
           std::vector<float> y(T * kRows, -7.f);
-          cpu::MatMulPackedAvx2(w.view, a, y.data(), r0, r1);
+          kernel(w.view, a, y.data(), r0, r1);
           for (int64_t t = 0; t < T; ++t) {
             for (int64_t r = 0; r < kRows; ++r) {
               const float got = y[t * kRows + r];
@@ -377,6 +398,20 @@ TEST_P(MatMulInt8Test, PackedAvx2KernelEqualsTheScalarModelBitForBit) {
       }
     }
   }
+}
+
+// The AVX2 packed kernel (CPUs without VNNI), so that AVX-512 machines test
+// it too.
+TEST_P(MatMulInt8Test, PackedAvx2KernelEqualsTheScalarModelBitForBit) {
+  if (!cpu::PackedAvx2Runs(GetParam())) GTEST_SKIP() << "no AVX2 packed kernel for this type (or no AVX2 here)";
+  ExpectPackedKernelBits(GetParam(), cpu::MatMulPackedAvx2);
+}
+
+// The AMX kernel at every pass width, not only those MatMul gives it
+// (kAmxMinTokens and up).
+TEST_P(MatMulInt8Test, PackedAmxKernelEqualsTheScalarModelBitForBit) {
+  if (!cpu::PackedAmxRuns(GetParam())) GTEST_SKIP() << "no AMX kernel for this type (or no AMX-INT8 here)";
+  ExpectPackedKernelBits(GetParam(), cpu::MatMulPackedAmx);
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, MatMulInt8Test,
