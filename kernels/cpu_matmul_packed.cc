@@ -292,13 +292,14 @@ void Rows(const MatrixView& w, const Int8Activations& a, float* y, int64_t r0, i
       float* yt = y + t0 * w.rows + g * kPackedRows;
       // The sweep order keeps what the Xeon measured: small tiles without
       // software prefetch (kFromMemory false), wider passes swept.
+      // (kAmxTiles: the passes MatMulPackedAmx does not take, the same.)
       if (wide == PackedWidePass::kTokenGroupTiles) {
         if (nt <= K::kTileTokens) {
           TileOf<K, G, true>(nt, grp, masks, nu, st, 0, yt, w.rows);
         } else {
           GroupTiles<K, G>(grp, masks, nu, st, nt, yt, w.rows);
         }
-      } else if (nt <= kMaxTokens) {
+      } else if (nt <= K::kSweepTileTokens) {
         TileOf<K, G, false>(nt, grp, masks, nu, st, 0, yt, w.rows);
       } else {
         Sweep<K, G>(grp, masks, nu, st, nt, yt, w.rows);

@@ -50,6 +50,8 @@ struct StreamTokens {
 // columns, or a super-block of 256) of G groups (grp[g]: the group's first
 // unit) times tokens t .. t + T - 1 of the stream into acc[G][T], in the
 // order of the contract (kernels/cpu_matmul_int8.h).
+// kTileTokens: the most tokens one Tile takes; kSweepTileTokens: the most
+// the kUnitSweep order runs as one Tile before it sweeps token groups.
 
 // Q8_0, per block: the T integer dots of each group start from the token's
 // bias -128 * S and take 8 vpdpbusd (4 values each, the token's 4 int8
@@ -66,6 +68,7 @@ struct StreamTokens {
 struct Q8_0Kernel {
   static constexpr int64_t kCols = 32, kBytes = kQ8_0PackedBytes;
   static constexpr int kTileTokens = 5;
+  static constexpr int kSweepTileTokens = kMaxTokens;
   static constexpr int64_t kPrefetchUnits = 8;
   template <int G, int T>
   static inline void Unit(const uint8_t* const* grp, int64_t b, const StreamTokens& st, int t0,
@@ -176,7 +179,15 @@ struct alignas(64) Q4Decoded {
 };
 struct Q4_KKernel {
   static constexpr int64_t kCols = 256, kBytes = kQ4_KPackedBytes;
-  static constexpr int kTileTokens = kMaxTokens;
+  static constexpr int kTileTokens = 5;
+  // Under kUnitSweep passes of 4-5 tokens run as one tile too
+  // (UnitOneGroupFrom): each group's codes unpacked once, where two token
+  // groups unpacked them twice. specserve-kernel-bench, 2-core Xeon, 1
+  // thread, 2 alternating runs, 4 / 5 tokens: 8192 x 2304 1.12-1.13 /
+  // 1.20-1.26 ms -> 0.97-1.00 / 0.98-1.01; 2304 x 8192 1.05-1.08 / 1.11-1.13
+  // -> 0.92-0.95 / 0.94-0.95. (Sweeping 9 and 17 tokens in parts of 5
+  // instead of 3 was no faster at 9 and slower at 17: 2.3-2.6 -> 2.8-3.1 ms.)
+  static constexpr int kSweepTileTokens = 5;
   static constexpr int64_t kPrefetchUnits = 0;
   template <int G>
   using Decoded = Q4Decoded<G>;
@@ -203,6 +214,10 @@ struct Q4_KKernel {
   static inline void UnitFrom(const Src& src, int64_t s, const StreamTokens& st, int t0, __m512 (&acc)[G][T]) {
     if constexpr (3 * G * T <= 28) {
       UnitPairsFrom<G, T>(src, s, st, t0, acc);
+      return;
+    }
+    if constexpr (T >= 4) {
+      UnitOneGroupFrom<G, T>(src, s, st, t0, acc);
       return;
     }
 #pragma GCC unroll 1
@@ -268,6 +283,44 @@ struct Q4_KKernel {
       }
 #pragma GCC unroll 2
       for (int h = 0; h < 2; ++h) AddSubBlock<G, T>(src, s, p, h, st, t0, ia[h], acc);
+    }
+  }
+  // UnitFrom for 4-5 tokens: one group's dots live at a time, so that the
+  // G T float sums and the T dots fit in the registers; each group's codes
+  // are unpacked once for all T tokens (two token groups, 3 + 2, unpacked
+  // them twice). Same integers, same float order per (row, token): the same
+  // bits.
+  template <int G, int T, class Src>
+  static inline void UnitOneGroupFrom(const Src& src, int64_t s, const StreamTokens& st, int t0,
+                                      __m512 (&acc)[G][T]) {
+#pragma GCC unroll 1
+    for (int p = 0; p < 4; ++p) {
+      const int64_t pair = 4 * s + p;
+#pragma GCC unroll 2
+      for (int h = 0; h < 2; ++h) {
+#pragma GCC unroll 32
+        for (int g = 0; g < G; ++g) {
+          __m512i ia[1][T];
+#pragma GCC unroll 32
+          for (int t = 0; t < T; ++t) ia[0][t] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+          for (int k = 0; k < 8; ++k) {
+            const __m512i w = src.Codes(g, p, h, k);
+#pragma GCC unroll 32
+            for (int t = 0; t < T; ++t) {
+              ia[0][t] = _mm512_dpbusd_epi32(ia[0][t], w, Broadcast4(st.xs[t0 + t][pair].q + 32 * h + 4 * k));
+            }
+          }
+          const __m512 ws = src.Scale(g, 2 * p + h);
+          const __m512 m1 = src.Min(g, 2 * p + h);
+#pragma GCC unroll 32
+          for (int t = 0; t < T; ++t) {
+            const __m512 sc = _mm512_mul_ps(ws, _mm512_set1_ps(st.xs[t0 + t][pair].d[8 * h]));
+            acc[g][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[0][t]), sc, acc[g][t]);
+            acc[g][t] = _mm512_fnmadd_ps(m1, _mm512_set1_ps(st.ms[t0 + t][s].v[8 + 2 * p + h]), acc[g][t]);
+          }
+        }
+      }
     }
   }
   template <int G, int T>
@@ -353,6 +406,7 @@ struct alignas(64) Q6Decoded {
 struct Q6_KKernel {
   static constexpr int64_t kCols = 256, kBytes = kQ6_KPackedBytes;
   static constexpr int kTileTokens = kMaxTokens;
+  static constexpr int kSweepTileTokens = kMaxTokens;
   static constexpr int64_t kPrefetchUnits = 0;
   template <int G>
   using Decoded = Q6Decoded<G>;
