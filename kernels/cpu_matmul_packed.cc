@@ -282,13 +282,7 @@ void Rows(const MatrixView& w, const Int8Activations& a, float* y, int64_t r0, i
     for (int64_t g = g0; g < g1; g += G) {
       const uint8_t* grp[G];
       __mmask16 masks[G];
-      for (int j = 0; j < G; ++j) {
-        const int64_t gj = g + j < g1 ? g + j : g;  // a short last tile repeats its first group, stores nothing
-        grp[j] = w.packed + gj * group_bytes;
-        const int64_t lo = std::max<int64_t>(r0, gj * kPackedRows) - gj * kPackedRows;
-        const int64_t hi = std::min<int64_t>(r1, (gj + 1) * kPackedRows) - gj * kPackedRows;
-        masks[j] = g + j < g1 ? static_cast<__mmask16>(((1u << hi) - 1) & ~((1u << lo) - 1)) : 0;
-      }
+      TileGroups<G>(w.packed, group_bytes, g, g1, r0, r1, grp, masks);
       float* yt = y + t0 * w.rows + g * kPackedRows;
       // The sweep order keeps what the Xeon measured: small tiles without
       // software prefetch (kFromMemory false), wider passes swept.

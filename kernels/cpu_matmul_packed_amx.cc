@@ -239,13 +239,7 @@ void MatMulPackedAmx(const MatrixView& w, const Int8Activations& a, float* y, in
   for (int64_t g = g0; g < g1; g += kGroups) {
     const uint8_t* grp[kGroups];
     __mmask16 masks[kGroups];
-    for (int j = 0; j < kGroups; ++j) {
-      const int64_t gj = g + j < g1 ? g + j : g;  // a short last tile repeats its first group, stores nothing
-      grp[j] = w.packed + gj * group_bytes;
-      const int64_t lo = std::max<int64_t>(r0, gj * kPackedRows) - gj * kPackedRows;
-      const int64_t hi = std::min<int64_t>(r1, (gj + 1) * kPackedRows) - gj * kPackedRows;
-      masks[j] = g + j < g1 ? static_cast<__mmask16>(((1u << hi) - 1) & ~((1u << lo) - 1)) : 0;
-    }
+    TileGroups<kGroups>(w.packed, group_bytes, g, g1, r0, r1, grp, masks);
     for (int64_t p = 0, t0 = 0; p < passes; ++p) {
       const int nt = static_cast<int>((a.T - t0) / (passes - p));
       if (nt != configured) {

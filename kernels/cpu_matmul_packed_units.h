@@ -12,6 +12,7 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
@@ -31,6 +32,22 @@ inline __m512i Broadcast4(const int8_t* p) {
   int32_t x4;
   std::memcpy(&x4, p, 4);
   return _mm512_set1_epi32(x4);
+}
+
+// The row tile of groups [g, g + G) (of the groups before g1) over rows
+// [r0, r1): each group's first packed byte (group_bytes apart) and the mask
+// of its kPackedRows rows inside [r0, r1). A short last tile repeats its first
+// group and stores nothing (mask 0).
+template <int G>
+inline void TileGroups(const uint8_t* packed, int64_t group_bytes, int64_t g, int64_t g1, int64_t r0,
+                       int64_t r1, const uint8_t* (&grp)[G], __mmask16 (&masks)[G]) {
+  for (int j = 0; j < G; ++j) {
+    const int64_t gj = g + j < g1 ? g + j : g;
+    grp[j] = packed + gj * group_bytes;
+    const int64_t lo = std::max<int64_t>(r0, gj * kPackedRows) - gj * kPackedRows;
+    const int64_t hi = std::min<int64_t>(r1, (gj + 1) * kPackedRows) - gj * kPackedRows;
+    masks[j] = g + j < g1 ? static_cast<__mmask16>(((1u << hi) - 1) & ~((1u << lo) - 1)) : 0;
+  }
 }
 
 constexpr int kMaxTokens = 3;  // per token group (a kernel's kTileTokens may allow more)
