@@ -308,7 +308,7 @@ void MatMulPackedVnni(const MatrixView& w, const Int8Activations& a, float* y, i
   SPECSERVE_CHECK(w.packed != nullptr && PackableForInt8(w) && PackedVnniRuns(w.type) && a.type == w.type &&
                   a.n == w.cols);
   if (a.T == 0 || r0 >= r1) return;
-  if (a.T >= kAmxMinTokens && CurrentPackedWidePass() == PackedWidePass::kAmxTiles && PackedAmxRuns(w.type)) {
+  if (a.T >= AmxMinTokens(w.type) && CurrentPackedWidePass() == PackedWidePass::kAmxTiles && PackedAmxRuns(w.type)) {
     return MatMulPackedAmx(w, a, y, r0, r1);
   }
   switch (w.type) {

@@ -80,7 +80,7 @@ void MatMulPackedVnni(const MatrixView& w, const Int8Activations& a, float* y, i
 //                     registers: the first group (Q8_0: up to 5 tokens, with
 //                     software prefetch; else up to 3) reads the tile from
 //                     memory, the others (<= 3 tokens) from L2.
-//   kAmxTiles         Q8_0 and Q4_K passes of kAmxMinTokens or more run
+//   kAmxTiles         Q8_0 and Q4_K passes of AmxMinTokens(type) or more run
 //                     MatMulPackedAmx (up to 16 tokens per tile pass); Q6_K
 //                     and smaller passes as kUnitSweep. Only where
 //                     PackedAmxRuns.
@@ -107,17 +107,25 @@ bool AmxInt8Runs();
 // UseVnniInt8MatMul() (its float epilogue is the VNNI kernel's).
 bool PackedAmxRuns(GgmlType type);
 
-// Passes of at least this many tokens take MatMulPackedAmx under kAmxTiles
-// (prefill chunks; decode and verify passes stay on the VNNI kernel). A tile
-// pass costs about the same for 2 tokens as for 16: each block's int32 dots
-// go through a tile store before the float epilogue, and the tiles are not
-// renamed, so the stores and the next block's products wait on each other.
-// Measured on the 2-core Xeon with AMX (specserve-kernel-bench, 1 thread,
-// 8192 x 2304, AMX against the sweep): Q8_0 9 / 17 / 33 / 64 / 128 tokens
-// 2.28 / 3.16 / 4.40 / 6.88 / 12.7 ms against 1.73 / 2.33 / 4.66 / 8.52 /
-// 16.0; Q4_K 1.58 / 2.52 / 3.80 / 6.42 / 13.3 against 1.67 / 2.38 / 4.67 /
-// 8.68 / 16.6.
-constexpr int64_t kAmxMinTokens = 32;
+// Passes of at least AmxMinTokens(type) tokens take MatMulPackedAmx under
+// kAmxTiles (Q8_0: prefill chunks; Q4_K: also verify passes of 9+ tokens;
+// smaller passes stay on the VNNI kernel). A tile pass costs about the same
+// for 2 tokens as for 16: each block's int32 dots go through a tile store
+// before the float epilogue, and the tiles are not renamed, so the stores and
+// the next block's products wait on each other. Measured on the 2-core Xeon
+// with AMX (specserve-kernel-bench, 1 thread, 8192 x 2304, AMX against the
+// sweep): Q8_0 9 / 17 / 33 / 64 / 128 tokens 2.28 / 3.16 / 4.40 / 6.88 /
+// 12.7 ms against 1.73 / 2.33 / 4.66 / 8.52 / 16.0; Q4_K 1.58 / 2.52 / 3.80
+// / 6.42 / 13.3 against 1.67 / 2.38 / 4.67 / 8.68 / 16.6. Q4_K again
+// (2026-12-06, two alternating runs, both shapes): 9 tokens 1.57-1.59 ms
+// against 1.66-1.74, 17 tokens 2.46-2.54 against 2.44-2.52 (level). Q4_K's
+// sweep spends a vpmulld per sub-block, token and group besides the dots,
+// which AMX's epilogue does in floats once per tile pass.
+constexpr int64_t kAmxMinTokensQ8_0 = 32;
+constexpr int64_t kAmxMinTokensQ4_K = 9;
+constexpr int64_t AmxMinTokens(GgmlType type) {
+  return type == GgmlType::kQ4_K ? kAmxMinTokensQ4_K : kAmxMinTokensQ8_0;
+}
 
 // The same products as MatMulPackedVnni, the same bits, with AMX tiles
 // (kernels/cpu_matmul_packed_amx.cc; only call when PackedAmxRuns(w.type)).

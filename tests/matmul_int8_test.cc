@@ -408,7 +408,7 @@ TEST_P(MatMulInt8Test, PackedAvx2KernelEqualsTheScalarModelBitForBit) {
 }
 
 // The AMX kernel at every pass width, not only those MatMul gives it
-// (kAmxMinTokens and up).
+// (AmxMinTokens(type) and up).
 TEST_P(MatMulInt8Test, PackedAmxKernelEqualsTheScalarModelBitForBit) {
   if (!cpu::PackedAmxRuns(GetParam())) GTEST_SKIP() << "no AMX kernel for this type (or no AMX-INT8 here)";
   ExpectPackedKernelBits(GetParam(), cpu::MatMulPackedAmx);
