@@ -140,7 +140,7 @@ BENCHMARK(BM_QuantMatMul)
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_QuantMatMulInt8)
     ->ArgNames({"T", "type", "rows", "cols", "threads"})
-    ->ArgsProduct({{1, 2, 3, 4, 5, 9, 17, 33, 64, 128}, {kQ8_0, kQ4_K, kQ6_K, kQ5_0}, {8192}, {2304}, {1}})
+    ->ArgsProduct({{1, 2, 3, 4, 5, 6, 7, 8, 9, 17, 33, 64, 128}, {kQ8_0, kQ4_K, kQ6_K, kQ5_0}, {8192}, {2304}, {1}})
     ->ArgsProduct({{1, 2, 3, 4, 5, 9, 17, 33, 64, 128}, {kQ8_0, kQ4_K, kQ6_K}, {2304}, {8192}, {1}})
     ->ArgsProduct({{1, 5, 9}, {kQ8_0, kQ4_K}, {8192}, {2304}, {2}})
     ->Unit(benchmark::kMicrosecond);

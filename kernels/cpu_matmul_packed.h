@@ -108,7 +108,7 @@ bool AmxInt8Runs();
 bool PackedAmxRuns(GgmlType type);
 
 // Passes of at least AmxMinTokens(type) tokens take MatMulPackedAmx under
-// kAmxTiles (Q8_0: prefill chunks; Q4_K: also verify passes of 9+ tokens;
+// kAmxTiles (Q8_0: prefill chunks; Q4_K: also verify passes of 7+ tokens;
 // smaller passes stay on the VNNI kernel). A tile pass costs about the same
 // for 2 tokens as for 16: each block's int32 dots go through a tile store
 // before the float epilogue, and the tiles are not renamed, so the stores and
@@ -118,11 +118,14 @@ bool PackedAmxRuns(GgmlType type);
 // 12.7 ms against 1.73 / 2.33 / 4.66 / 8.52 / 16.0; Q4_K 1.58 / 2.52 / 3.80
 // / 6.42 / 13.3 against 1.67 / 2.38 / 4.67 / 8.68 / 16.6. Q4_K again
 // (2026-12-06, two alternating runs, both shapes): 9 tokens 1.57-1.59 ms
-// against 1.66-1.74, 17 tokens 2.46-2.54 against 2.44-2.52 (level). Q4_K's
+// against 1.66-1.74, 17 tokens 2.46-2.54 against 2.44-2.52 (level); 8192 x
+// 2304, 6 / 7 / 8 tokens 1.44-1.48 / 1.55-1.57 / 1.58 ms against 1.40-1.44 /
+// 1.69-1.70 / 1.77-1.81 (the sweep's 8 tokens, 3 + 3 + 2, cost more than
+// its 9): from 7 tokens. Q4_K's
 // sweep spends a vpmulld per sub-block, token and group besides the dots,
 // which AMX's epilogue does in floats once per tile pass.
 constexpr int64_t kAmxMinTokensQ8_0 = 32;
-constexpr int64_t kAmxMinTokensQ4_K = 9;
+constexpr int64_t kAmxMinTokensQ4_K = 7;
 constexpr int64_t AmxMinTokens(GgmlType type) {
   return type == GgmlType::kQ4_K ? kAmxMinTokensQ4_K : kAmxMinTokensQ8_0;
 }
