@@ -121,9 +121,9 @@ bool PackedAmxRuns(GgmlType type);
 // against 1.66-1.74, 17 tokens 2.46-2.54 against 2.44-2.52 (level); 8192 x
 // 2304, 6 / 7 / 8 tokens 1.44-1.48 / 1.55-1.57 / 1.58 ms against 1.40-1.44 /
 // 1.69-1.70 / 1.77-1.81 (the sweep's 8 tokens, 3 + 3 + 2, cost more than
-// its 9): from 7 tokens. Q4_K's
-// sweep spends a vpmulld per sub-block, token and group besides the dots,
-// which AMX's epilogue does in floats once per tile pass.
+// its 9): from 7 tokens. Q4_K's sweep spends a vpmulld per sub-block, token
+// and group besides the dots, which AMX's epilogue does in floats once per
+// tile pass.
 constexpr int64_t kAmxMinTokensQ8_0 = 32;
 constexpr int64_t kAmxMinTokensQ4_K = 7;
 constexpr int64_t AmxMinTokens(GgmlType type) {

@@ -427,97 +427,61 @@ struct Q6_KKernel {
   static constexpr int64_t kPrefetchUnits = 0;
   template <int G>
   using Decoded = Q6Decoded<G>;
+  // Per 32-value block, the integer dots of GC groups at a time are live:
+  // all G for up to 3 tokens; one for 4-5 tokens, so that the G T float sums
+  // and the T dots fit in the registers and each group's codes are unpacked
+  // once for all T tokens (two token groups, 3 + 2, unpacked them twice).
+  // The integers and the float order per (row, token) are the same either
+  // way: the same bits. (specserve-kernel-bench, Q6_K 8192 x 2304 and 2304 x
+  // 8192, 1 thread, Xeon, 2026-12-06: one group at a time took 4 tokens from
+  // 1.46-1.53 to 1.22-1.26 ms and 5 tokens from 1.58-1.62 to 1.37-1.40.)
   template <int G, int T, class Src>
   static inline void UnitFrom(const Src& src, int64_t s, const StreamTokens& st, int t0, __m512 (&acc)[G][T]) {
-    if constexpr (T >= 4) {
-      UnitOneGroupFrom<G, T>(src, s, st, t0, acc);
-      return;
-    }
-#pragma GCC unroll 1
-    for (int b = 0; b < 8; ++b) {
-      const int64_t pair = 4 * s + b / 2;
-      const int h = b & 1;
-      __m512i ia[G][T];
-#pragma GCC unroll 2
-      for (int j = 0; j < 2; ++j) {
-        __m512i ij[G][T];
-#pragma GCC unroll 32
-        for (int t = 0; t < T; ++t) {
-          const __m512i bi = _mm512_set1_epi32(st.bias[t0 + t][16 * s + 2 * b + j]);
-#pragma GCC unroll 32
-          for (int g = 0; g < G; ++g) ij[g][t] = bi;
-        }
-#pragma GCC unroll 4
-        for (int k = 4 * j; k < 4 * j + 4; ++k) {
-#pragma GCC unroll 32
-          for (int g = 0; g < G; ++g) {
-            const __m512i w = src.Codes(g, b, k);
-#pragma GCC unroll 32
-            for (int t = 0; t < T; ++t) {
-              ij[g][t] = _mm512_dpbusd_epi32(ij[g][t], w, Broadcast4(st.xs[t0 + t][pair].q + 32 * h + 4 * k));
-            }
-          }
-        }
-#pragma GCC unroll 32
-        for (int g = 0; g < G; ++g) {
-          const __m512i sc = src.Scales(g, 2 * b + j);
-#pragma GCC unroll 32
-          for (int t = 0; t < T; ++t) {
-            const __m512i p = _mm512_mullo_epi32(ij[g][t], sc);
-            ia[g][t] = j == 0 ? p : _mm512_add_epi32(ia[g][t], p);
-          }
-        }
-      }
-#pragma GCC unroll 32
-      for (int g = 0; g < G; ++g) {
-#pragma GCC unroll 32
-        for (int t = 0; t < T; ++t) {
-          const __m512 sx = _mm512_mul_ps(src.D(g), _mm512_set1_ps(st.xs[t0 + t][pair].d[8 * h]));
-          acc[g][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[g][t]), sx, acc[g][t]);
-        }
-      }
-    }
-  }
-  // UnitFrom for 4-5 tokens, one group's dots live at a time (as
-  // Q4_KKernel::UnitOneGroupFrom): each group's codes unpacked once for all
-  // T tokens. The same integers and float order: the same bits.
-  // specserve-kernel-bench, Q6_K 8192x2304 and 2304x8192, 1 thread (Xeon,
-  // AVX-512 VNNI, 2026-12-06): 4 tokens 1.46-1.53 -> 1.22-1.26 ms, 5 tokens
-  // 1.58-1.62 -> 1.37-1.40 ms; 3, 9 and 17 tokens unchanged.
-  template <int G, int T, class Src>
-  static inline void UnitOneGroupFrom(const Src& src, int64_t s, const StreamTokens& st, int t0,
-                                      __m512 (&acc)[G][T]) {
+    constexpr int GC = T >= 4 ? 1 : G;
 #pragma GCC unroll 1
     for (int b = 0; b < 8; ++b) {
       const int64_t pair = 4 * s + b / 2;
       const int h = b & 1;
 #pragma GCC unroll 32
-      for (int g = 0; g < G; ++g) {
-        __m512i ia[T];
+      for (int g0 = 0; g0 < G; g0 += GC) {
+        __m512i ia[GC][T];
 #pragma GCC unroll 2
         for (int j = 0; j < 2; ++j) {
-          __m512i ij[T];
-#pragma GCC unroll 32
-          for (int t = 0; t < T; ++t) ij[t] = _mm512_set1_epi32(st.bias[t0 + t][16 * s + 2 * b + j]);
-#pragma GCC unroll 4
-          for (int k = 4 * j; k < 4 * j + 4; ++k) {
-            const __m512i w = src.Codes(g, b, k);
-#pragma GCC unroll 32
-            for (int t = 0; t < T; ++t) {
-              ij[t] = _mm512_dpbusd_epi32(ij[t], w, Broadcast4(st.xs[t0 + t][pair].q + 32 * h + 4 * k));
-            }
-          }
-          const __m512i sc = src.Scales(g, 2 * b + j);
+          __m512i ij[GC][T];
 #pragma GCC unroll 32
           for (int t = 0; t < T; ++t) {
-            const __m512i p = _mm512_mullo_epi32(ij[t], sc);
-            ia[t] = j == 0 ? p : _mm512_add_epi32(ia[t], p);
+            const __m512i bi = _mm512_set1_epi32(st.bias[t0 + t][16 * s + 2 * b + j]);
+#pragma GCC unroll 32
+            for (int g = 0; g < GC; ++g) ij[g][t] = bi;
+          }
+#pragma GCC unroll 4
+          for (int k = 4 * j; k < 4 * j + 4; ++k) {
+#pragma GCC unroll 32
+            for (int g = 0; g < GC; ++g) {
+              const __m512i w = src.Codes(g0 + g, b, k);
+#pragma GCC unroll 32
+              for (int t = 0; t < T; ++t) {
+                ij[g][t] = _mm512_dpbusd_epi32(ij[g][t], w, Broadcast4(st.xs[t0 + t][pair].q + 32 * h + 4 * k));
+              }
+            }
+          }
+#pragma GCC unroll 32
+          for (int g = 0; g < GC; ++g) {
+            const __m512i sc = src.Scales(g0 + g, 2 * b + j);
+#pragma GCC unroll 32
+            for (int t = 0; t < T; ++t) {
+              const __m512i p = _mm512_mullo_epi32(ij[g][t], sc);
+              ia[g][t] = j == 0 ? p : _mm512_add_epi32(ia[g][t], p);
+            }
           }
         }
 #pragma GCC unroll 32
-        for (int t = 0; t < T; ++t) {
-          const __m512 sx = _mm512_mul_ps(src.D(g), _mm512_set1_ps(st.xs[t0 + t][pair].d[8 * h]));
-          acc[g][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[t]), sx, acc[g][t]);
+        for (int g = 0; g < GC; ++g) {
+#pragma GCC unroll 32
+          for (int t = 0; t < T; ++t) {
+            const __m512 sx = _mm512_mul_ps(src.D(g0 + g), _mm512_set1_ps(st.xs[t0 + t][pair].d[8 * h]));
+            acc[g0 + g][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[g][t]), sx, acc[g0 + g][t]);
+          }
         }
       }
     }
