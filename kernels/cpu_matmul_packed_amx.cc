@@ -167,11 +167,15 @@ void Q8_0Row(const uint8_t* const (&grp)[kGroups], int64_t nb, const Int8Activat
 struct alignas(64) Q4Codes {
   uint8_t v[2][2][kGroups][8][64];
 };
+// (prefetch: the row tile comes from memory, this being its first tile
+// pass: SpreadPrefetch over each half's 4 blocks' dots and nt G epilogues.)
 void Q4_KRow(const uint8_t* const (&grp)[kGroups], int64_t ns, const Int8Activations& a, int64_t t0, int nt,
-             Sums& sums, StageDots& dots, Q4Codes& codes) {
+             bool prefetch, Sums& sums, StageDots& dots, Q4Codes& codes) {
   const int64_t stride = TokenStride(a);
   const __m512i low = _mm512_set1_epi8(0x0F);
+  SpreadPrefetch<kGroups> ahead(grp, kQ4_KPackedBytes);
   for (int64_t s = 0; s < ns; ++s) {
+    ahead.Plan(s, prefetch ? ns : 0, 2 * (4 + kGroups * nt));
     for (int half = 0; half < 2; ++half) {
       for (int pp = 0; pp < 2; ++pp) {
         const int p = 2 * half + pp;
@@ -191,6 +195,7 @@ void Q4_KRow(const uint8_t* const (&grp)[kGroups], int64_t ns, const Int8Activat
         const int64_t pair = 4 * s + 2 * half + pp;
         const uint8_t* from[kGroups];
         for (int g = 0; g < kGroups; ++g) from[g] = codes.v[pp][h][g][0];
+        ahead.Step();
         BlockDots(BlockValues(a, t0, 2 * pair + h), stride, from, dots.v[jj]);
       }
       for (int g = 0; g < kGroups; ++g) {
@@ -203,6 +208,7 @@ void Q4_KRow(const uint8_t* const (&grp)[kGroups], int64_t ns, const Int8Activat
           m1[jj] = _mm512_mul_ps(dmin, BytesToFloats(base + 192 + 16 * j));
         }
         for (int t = 0; t < nt; ++t) {
+          ahead.Step();
           const Int8Pair* x = a.token(t0 + t);
           const Float16x& ms = a.token_ms(t0 + t)[s];
           __m512 acc = sums[g][t];
@@ -251,7 +257,7 @@ void MatMulPackedAmx(const MatrixView& w, const Int8Activations& a, float* y, in
       if (q8) {
         Q8_0Row(grp, nu, a, t0, nt, sums, dots);
       } else {
-        Q4_KRow(grp, nu, a, t0, nt, sums, dots, codes);
+        Q4_KRow(grp, nu, a, t0, nt, p == 0 && passes <= 2, sums, dots, codes);
       }
       float* yt = y + t0 * w.rows + g * kPackedRows;
       for (int j = 0; j < kGroups; ++j)
