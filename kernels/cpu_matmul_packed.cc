@@ -119,14 +119,26 @@ StreamTokens TokensOf(const Int8Activations& a, int64_t t0, int nt) {
 // (t0: the first of them within the stream; y is token t0's row.) With
 // kFromMemory and 2+ tokens, a kernel with kPrefetchUnits > 0 prefetches
 // each group's unit that many units ahead (see Q8_0Kernel); a tile that
-// re-reads a row tile from L2 does not, nor does one-token decoding, which the
-// hardware prefetcher keeps at the read bandwidth on its own.
+// re-reads a row tile from L2 does not. With `spread` and 1-3 tokens, a
+// kernel with K::kSpread (Q4_K, Q6_K) prefetches the next unit through the
+// work on this one (SpreadPrefetch): the ~1B Q4_K_M target's one-token pass
+// went from 61-64 to 55 ms (specserve bench, Xeon, 1 thread, 3 alternating
+// runs), its 2-token pass from 1.08-1.15x to 0.94-1.02x the one-token pass
+// before. (The 4-5 token tiles are slower with it; see Q4_KKernel.)
 template <class K, int G, int T, bool kFromMemory>
 void Tile(const uint8_t* const* grp, const __mmask16* masks, int64_t nu, const StreamTokens& st, int t0, float* y,
-          int64_t ldy) {
+          int64_t ldy, bool spread) {
   __m512 acc[G][T];
   Zero<G, T>(acc);
+  SpreadPrefetch<G> ahead(grp, K::kBytes);
+  SpreadPrefetch<G>* pa = nullptr;
+  if constexpr (K::kSpread && T <= 3) {
+    if (spread) pa = &ahead;
+  }
   for (int64_t u = 0; u < nu; ++u) {
+    if constexpr (K::kSpread) {
+      if (pa != nullptr) pa->Plan(u, nu, K::template AheadSteps<G, T>());
+    }
     if constexpr (kFromMemory && K::kPrefetchUnits > 0 && T >= 2) {
 #pragma GCC unroll 32
       for (int g = 0; g < G; ++g) {
@@ -135,7 +147,7 @@ void Tile(const uint8_t* const* grp, const __mmask16* masks, int64_t nu, const S
         for (int64_t l = 0; l < K::kBytes; l += 64) _mm_prefetch(p + l, _MM_HINT_T0);
       }
     }
-    K::template Unit<G, T>(grp, u, st, t0, acc);
+    K::template Unit<G, T>(grp, u, st, t0, acc, pa);
   }
   Store<G, T>(acc, masks, y, ldy);
 }
@@ -145,25 +157,25 @@ void Tile(const uint8_t* const* grp, const __mmask16* masks, int64_t nu, const S
 // inlined: apart, Q4_K's ran 5-15% slower.
 template <class K, int G, int T, bool kFromMemory>
 __attribute__((noinline)) void TileApart(const uint8_t* const* grp, const __mmask16* masks, int64_t nu,
-                                         const StreamTokens& st, int t0, float* y, int64_t ldy) {
-  Tile<K, G, T, kFromMemory>(grp, masks, nu, st, t0, y, ldy);
+                                         const StreamTokens& st, int t0, float* y, int64_t ldy, bool spread) {
+  Tile<K, G, T, kFromMemory>(grp, masks, nu, st, t0, y, ldy, spread);
 }
 
 // Tile<K, G, T> for T = nt <= K::kTileTokens.
 template <class K, int G, bool kFromMemory>
 void TileOf(int nt, const uint8_t* const* grp, const __mmask16* masks, int64_t nu, const StreamTokens& st, int t0,
-            float* y, int64_t ldy) {
+            float* y, int64_t ldy, bool spread = false) {
   static_assert(K::kTileTokens >= kMaxTokens && K::kTileTokens <= 5);
   switch (nt) {
-    case 1: return Tile<K, G, 1, kFromMemory>(grp, masks, nu, st, t0, y, ldy);
-    case 2: return Tile<K, G, 2, kFromMemory>(grp, masks, nu, st, t0, y, ldy);
-    case 3: return Tile<K, G, 3, kFromMemory>(grp, masks, nu, st, t0, y, ldy);
+    case 1: return Tile<K, G, 1, kFromMemory>(grp, masks, nu, st, t0, y, ldy, spread);
+    case 2: return Tile<K, G, 2, kFromMemory>(grp, masks, nu, st, t0, y, ldy, spread);
+    case 3: return Tile<K, G, 3, kFromMemory>(grp, masks, nu, st, t0, y, ldy, spread);
     default:
       if constexpr (K::kTileTokens >= 5) {
-        if (nt == 5) return TileApart<K, G, 5, kFromMemory>(grp, masks, nu, st, t0, y, ldy);
+        if (nt == 5) return TileApart<K, G, 5, kFromMemory>(grp, masks, nu, st, t0, y, ldy, spread);
       }
       if constexpr (K::kTileTokens >= 4) {
-        if (nt == 4) return TileApart<K, G, 4, kFromMemory>(grp, masks, nu, st, t0, y, ldy);
+        if (nt == 4) return TileApart<K, G, 4, kFromMemory>(grp, masks, nu, st, t0, y, ldy, spread);
       }
       SPECSERVE_CHECK(false);
   }
@@ -196,7 +208,7 @@ concept Decodes = requires { typename K::template Decoded<G>; };
 // or from `dec` when not null (Decodes).
 template <class K, int G, int T, class Dec>
 inline void SweepPart(const uint8_t* const* grp, const Dec* dec, int64_t u, const StreamTokens& st, int t0,
-                      __m512 (&sums)[G][kStreamTokens]) {
+                      __m512 (&sums)[G][kStreamTokens], SpreadPrefetch<G>* ahead) {
   __m512 acc[G][T];
 #pragma GCC unroll 32
   for (int g = 0; g < G; ++g)
@@ -206,10 +218,10 @@ inline void SweepPart(const uint8_t* const* grp, const Dec* dec, int64_t u, cons
     if (dec != nullptr) {
       K::template UnitFrom<G, T>(*dec, u, st, t0, acc);
     } else {
-      K::template Unit<G, T>(grp, u, st, t0, acc);
+      K::template Unit<G, T>(grp, u, st, t0, acc, ahead);
     }
   } else {
-    K::template Unit<G, T>(grp, u, st, t0, acc);
+    K::template Unit<G, T>(grp, u, st, t0, acc, ahead);
   }
 #pragma GCC unroll 32
   for (int g = 0; g < G; ++g)
@@ -234,9 +246,15 @@ void Sweep(const uint8_t* const* grp, const __mmask16* masks, int64_t nu, const 
            float* y, int64_t ldy) {
   const int parts = (nt + kMaxTokens - 1) / kMaxTokens;
   int sizes[kStreamTokens];
+  int steps = 0;  // SpreadPrefetch steps per unit, over all parts
   for (int p = 0, t = 0; p < parts; ++p) {
     sizes[p] = (nt - t) / (parts - p);
     t += sizes[p];
+    if constexpr (K::kSpread) {
+      steps += sizes[p] == 1   ? K::template AheadSteps<G, 1>()
+               : sizes[p] == 2 ? K::template AheadSteps<G, 2>()
+                               : K::template AheadSteps<G, 3>();
+    }
   }
   __m512 sums[G][kStreamTokens];
   for (int g = 0; g < G; ++g)
@@ -251,7 +269,10 @@ void Sweep(const uint8_t* const* grp, const __mmask16* masks, int64_t nu, const 
   }());
   Dec dec;
   const bool decode = parts >= kDecodeParts;
+  SpreadPrefetch<G> ahead(grp, K::kBytes);
+  if constexpr (Decodes<K, G>) dec.ahead = &ahead;
   for (int64_t u = 0; u < nu; ++u) {
+    ahead.Plan(u, K::kSpread ? nu : 0, steps);
     const Dec* from = nullptr;
     if constexpr (Decodes<K, G>) {
       if (decode) {
@@ -261,9 +282,9 @@ void Sweep(const uint8_t* const* grp, const __mmask16* masks, int64_t nu, const 
     }
     for (int p = 0, t = 0; p < parts; t += sizes[p], ++p) {
       switch (sizes[p]) {
-        case 1: SweepPart<K, G, 1>(grp, from, u, st, t, sums); break;
-        case 2: SweepPart<K, G, 2>(grp, from, u, st, t, sums); break;
-        default: SweepPart<K, G, 3>(grp, from, u, st, t, sums); break;
+        case 1: SweepPart<K, G, 1>(grp, from, u, st, t, sums, &ahead); break;
+        case 2: SweepPart<K, G, 2>(grp, from, u, st, t, sums, &ahead); break;
+        default: SweepPart<K, G, 3>(grp, from, u, st, t, sums, &ahead); break;
       }
     }
   }
@@ -285,7 +306,8 @@ void Rows(const MatrixView& w, const Int8Activations& a, float* y, int64_t r0, i
       TileGroups<G>(w.packed, group_bytes, g, g1, r0, r1, grp, masks);
       float* yt = y + t0 * w.rows + g * kPackedRows;
       // The sweep order keeps what the Xeon measured: small tiles without
-      // software prefetch (kFromMemory false), wider passes swept.
+      // the burst prefetch (kFromMemory false) but with SpreadPrefetch at
+      // 2-3 tokens, wider passes swept.
       // (kAmxTiles: the passes MatMulPackedAmx does not take, the same.)
       if (wide == PackedWidePass::kTokenGroupTiles) {
         if (nt <= K::kTileTokens) {
@@ -294,7 +316,7 @@ void Rows(const MatrixView& w, const Int8Activations& a, float* y, int64_t r0, i
           GroupTiles<K, G>(grp, masks, nu, st, nt, yt, w.rows);
         }
       } else if (nt <= K::kSweepTileTokens) {
-        TileOf<K, G, false>(nt, grp, masks, nu, st, 0, yt, w.rows);
+        TileOf<K, G, false>(nt, grp, masks, nu, st, 0, yt, w.rows, /*spread=*/true);
       } else {
         Sweep<K, G>(grp, masks, nu, st, nt, yt, w.rows);
       }

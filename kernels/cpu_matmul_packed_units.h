@@ -120,9 +120,13 @@ struct Q8_0Kernel {
   static constexpr int kTileTokens = 5;
   static constexpr int kSweepTileTokens = kMaxTokens;
   static constexpr int64_t kPrefetchUnits = 8;
+  // No SpreadPrefetch: Q8_0's passes of 2-17 tokens were no faster with it
+  // (specserve-kernel-bench, Xeon, 8192 x 2304, 9 tokens 1.72 -> 1.85 ms
+  // median of 3), so Unit ignores `ahead`.
+  static constexpr bool kSpread = false;
   template <int G, int T>
   static inline void Unit(const uint8_t* const* grp, int64_t b, const StreamTokens& st, int t0,
-                          __m512 (&acc)[G][T]) {
+                          __m512 (&acc)[G][T], [[maybe_unused]] SpreadPrefetch<G>* ahead = nullptr) {
     constexpr int GB = T <= 3 ? G : 2;  // groups whose dots are live together
     static_assert(G % GB == 0);
     const int h = static_cast<int>(b & 1);
@@ -171,7 +175,8 @@ template <int G>
 struct Q4Direct {
   const uint8_t* base[G];
   __m512 d[G], dmin[G];
-  Q4Direct(const uint8_t* const* grp, int64_t s) {
+  SpreadPrefetch<G>* ahead;
+  Q4Direct(const uint8_t* const* grp, int64_t s, SpreadPrefetch<G>* ahead = nullptr) : ahead(ahead) {
 #pragma GCC unroll 32
     for (int g = 0; g < G; ++g) {
       base[g] = grp[g] + kQ4_KPackedBytes * s;
@@ -193,6 +198,9 @@ struct Q4Direct {
   }
   __m512 Scale(int g, int j) const { return _mm512_mul_ps(d[g], BytesToFloats(base[g] + 64 + 16 * j)); }
   __m512 Min(int g, int j) const { return _mm512_mul_ps(dmin[g], BytesToFloats(base[g] + 192 + 16 * j)); }
+  void Ahead() const {
+    if (ahead != nullptr) ahead->Step();
+  }
 };
 // A unit of G groups unpacked: 4 KiB of codes and 1 KiB of scales a group,
 // in the order UnitFrom reads them (groups innermost: no two reads of a
@@ -201,6 +209,7 @@ template <int G>
 struct alignas(64) Q4Decoded {
   __m512i q[8][8][G];
   __m512 ws[8][G], m1[8][G];
+  SpreadPrefetch<G>* ahead = nullptr;  // set by the sweep
   void Fill(const uint8_t* const* grp, int64_t s) {
     const Q4Direct<G> src(grp, s);
 #pragma GCC unroll 1
@@ -226,6 +235,9 @@ struct alignas(64) Q4Decoded {
   }
   __m512 Scale(int g, int j) const { return ws[j][g]; }
   __m512 Min(int g, int j) const { return m1[j][g]; }
+  void Ahead() const {
+    if (ahead != nullptr) ahead->Step();
+  }
 };
 struct Q4_KKernel {
   static constexpr int64_t kCols = 256, kBytes = kQ4_KPackedBytes;
@@ -241,6 +253,14 @@ struct Q4_KKernel {
   static constexpr int64_t kPrefetchUnits = 0;
   template <int G>
   using Decoded = Q4Decoded<G>;
+  // SpreadPrefetch in token groups of 2-3 (tiles, or the parts of a
+  // sweep); the calls of src.Ahead() per unit, one per 8 codes' loads. (The
+  // 4-5 token tile does not call it: with it, 5 tokens ran 0.80 -> 1.06 ms.)
+  static constexpr bool kSpread = true;
+  template <int G, int T>
+  static constexpr int AheadSteps() {
+    return 3 * G * T <= 28 ? 4 * 8 : 4 * 2 * 8;
+  }
   // Sub-block j = 2p + h's integer dots ia into the float sums:
   // acc = fma(float(i), (d * sc) * d_x, acc), then acc -= (dmin * m) * ms.
   template <int G, int T, class Src>
@@ -282,6 +302,7 @@ struct Q4_KKernel {
           for (int t = 0; t < T; ++t) ia[g][t] = _mm512_setzero_si512();
 #pragma GCC unroll 8
         for (int k = 0; k < 8; ++k) {
+          src.Ahead();
 #pragma GCC unroll 32
           for (int g = 0; g < G; ++g) {
             const __m512i w = src.Codes(g, p, h, k);
@@ -318,6 +339,7 @@ struct Q4_KKernel {
           for (int t = 0; t < T; ++t) ia[h][g][t] = _mm512_setzero_si512();
 #pragma GCC unroll 8
       for (int k = 0; k < 8; ++k) {
+        src.Ahead();
 #pragma GCC unroll 32
         for (int g = 0; g < G; ++g) {
           __m512i w[2];
@@ -375,8 +397,8 @@ struct Q4_KKernel {
   }
   template <int G, int T>
   static inline void Unit(const uint8_t* const* grp, int64_t s, const StreamTokens& st, int t0,
-                          __m512 (&acc)[G][T]) {
-    UnitFrom<G, T>(Q4Direct<G>(grp, s), s, st, t0, acc);
+                          __m512 (&acc)[G][T], SpreadPrefetch<G>* ahead = nullptr) {
+    UnitFrom<G, T>(Q4Direct<G>(grp, s, ahead), s, st, t0, acc);
   }
 };
 
@@ -412,7 +434,8 @@ template <int G>
 struct Q6Direct {
   const uint8_t* base[G];
   __m512 d[G];
-  Q6Direct(const uint8_t* const* grp, int64_t s) {
+  SpreadPrefetch<G>* ahead;
+  Q6Direct(const uint8_t* const* grp, int64_t s, SpreadPrefetch<G>* ahead = nullptr) : ahead(ahead) {
 #pragma GCC unroll 32
     for (int g = 0; g < G; ++g) {
       base[g] = grp[g] + kQ6_KPackedBytes * s;
@@ -426,6 +449,9 @@ struct Q6Direct {
     return _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(base[g] + 64 + 16 * i)));
   }
   __m512 D(int g) const { return d[g]; }
+  void Ahead() const {
+    if (ahead != nullptr) ahead->Step();
+  }
 };
 // A unit of G groups unpacked, as Q4Decoded.
 template <int G>
@@ -433,6 +459,7 @@ struct alignas(64) Q6Decoded {
   __m512i q[8][8][G];
   __m512i sc[16][G];
   __m512 d[G];
+  SpreadPrefetch<G>* ahead = nullptr;  // set by the sweep
   void Fill(const uint8_t* const* grp, int64_t s) {
     const Q6Direct<G> src(grp, s);
 #pragma GCC unroll 1
@@ -452,6 +479,9 @@ struct alignas(64) Q6Decoded {
   __m512i Codes(int g, int b, int k) const { return q[b][k][g]; }
   __m512i Scales(int g, int i) const { return sc[i][g]; }
   __m512 D(int g) const { return d[g]; }
+  void Ahead() const {
+    if (ahead != nullptr) ahead->Step();
+  }
 };
 struct Q6_KKernel {
   static constexpr int64_t kCols = 256, kBytes = kQ6_KPackedBytes;
@@ -460,6 +490,13 @@ struct Q6_KKernel {
   static constexpr int64_t kPrefetchUnits = 0;
   template <int G>
   using Decoded = Q6Decoded<G>;
+  // SpreadPrefetch in token groups of 2-3 (as Q4_K); the calls of
+  // src.Ahead() per unit, one per 4 codes' loads.
+  static constexpr bool kSpread = true;
+  template <int G, int T>
+  static constexpr int AheadSteps() {
+    return 8 * 2 * 4;
+  }
   // Per 32-value block, the integer dots of GC groups at a time are live:
   // all G for up to 3 tokens; one for 4-5 tokens, so that the G T float sums
   // and the T dots fit in the registers and each group's codes are unpacked
@@ -489,6 +526,7 @@ struct Q6_KKernel {
           }
 #pragma GCC unroll 4
           for (int k = 4 * j; k < 4 * j + 4; ++k) {
+            if constexpr (T <= 3) src.Ahead();
 #pragma GCC unroll 32
             for (int g = 0; g < GC; ++g) {
               const __m512i w = src.Codes(g0 + g, b, k);
@@ -521,8 +559,8 @@ struct Q6_KKernel {
   }
   template <int G, int T>
   static inline void Unit(const uint8_t* const* grp, int64_t s, const StreamTokens& st, int t0,
-                          __m512 (&acc)[G][T]) {
-    UnitFrom<G, T>(Q6Direct<G>(grp, s), s, st, t0, acc);
+                          __m512 (&acc)[G][T], SpreadPrefetch<G>* ahead = nullptr) {
+    UnitFrom<G, T>(Q6Direct<G>(grp, s, ahead), s, st, t0, acc);
   }
 };
 
