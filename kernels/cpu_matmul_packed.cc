@@ -120,7 +120,7 @@ StreamTokens TokensOf(const Int8Activations& a, int64_t t0, int nt) {
 // kFromMemory and 2+ tokens, a kernel with kPrefetchUnits > 0 prefetches
 // each group's unit that many units ahead (see Q8_0Kernel); a tile that
 // re-reads a row tile from L2 does not. With `spread` and 1-3 tokens, a
-// kernel with K::kSpread (Q4_K, Q6_K) prefetches the next unit through the
+// kernel with K::kSpreadTokens >= T prefetches the next unit through the
 // work on this one (SpreadPrefetch): the ~1B Q4_K_M target's one-token pass
 // went from 61-64 to 55 ms (specserve bench, Xeon, 1 thread, 3 alternating
 // runs), its 2-token pass from 1.08-1.15x to 0.94-1.02x the one-token pass
@@ -132,11 +132,11 @@ void Tile(const uint8_t* const* grp, const __mmask16* masks, int64_t nu, const S
   Zero<G, T>(acc);
   SpreadPrefetch<G> ahead(grp, K::kBytes);
   SpreadPrefetch<G>* pa = nullptr;
-  if constexpr (K::kSpread && T <= 3) {
+  if constexpr (T <= K::kSpreadTokens) {
     if (spread) pa = &ahead;
   }
   for (int64_t u = 0; u < nu; ++u) {
-    if constexpr (K::kSpread) {
+    if constexpr (K::kSpreadTokens > 0) {
       if (pa != nullptr) pa->Plan(u, nu, K::template AheadSteps<G, T>());
     }
     if constexpr (kFromMemory && K::kPrefetchUnits > 0 && T >= 2) {
@@ -250,7 +250,7 @@ void Sweep(const uint8_t* const* grp, const __mmask16* masks, int64_t nu, const 
   for (int p = 0, t = 0; p < parts; ++p) {
     sizes[p] = (nt - t) / (parts - p);
     t += sizes[p];
-    if constexpr (K::kSpread) {
+    if constexpr (K::kSpreadTokens >= kMaxTokens) {
       steps += sizes[p] == 1   ? K::template AheadSteps<G, 1>()
                : sizes[p] == 2 ? K::template AheadSteps<G, 2>()
                                : K::template AheadSteps<G, 3>();
@@ -272,7 +272,7 @@ void Sweep(const uint8_t* const* grp, const __mmask16* masks, int64_t nu, const 
   SpreadPrefetch<G> ahead(grp, K::kBytes);
   if constexpr (Decodes<K, G>) dec.ahead = &ahead;
   for (int64_t u = 0; u < nu; ++u) {
-    ahead.Plan(u, K::kSpread ? nu : 0, steps);
+    ahead.Plan(u, K::kSpreadTokens >= kMaxTokens ? nu : 0, steps);
     const Dec* from = nullptr;
     if constexpr (Decodes<K, G>) {
       if (decode) {

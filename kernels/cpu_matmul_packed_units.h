@@ -120,10 +120,10 @@ struct Q8_0Kernel {
   static constexpr int kTileTokens = 5;
   static constexpr int kSweepTileTokens = kMaxTokens;
   static constexpr int64_t kPrefetchUnits = 8;
-  // No SpreadPrefetch: Q8_0's passes of 2-17 tokens were no faster with it
-  // (specserve-kernel-bench, Xeon, 8192 x 2304, 9 tokens 1.72 -> 1.85 ms
-  // median of 3), so Unit ignores `ahead`.
-  static constexpr bool kSpread = false;
+  // No SpreadPrefetch: Q8_0's passes were no faster with it
+  // (specserve-kernel-bench, Xeon, 8192 x 2304, median of 3-5: 1 token 1.23
+  // -> 1.46 ms, 9 tokens 1.72 -> 1.85), so Unit ignores `ahead`.
+  static constexpr int kSpreadTokens = 0;
   template <int G, int T>
   static inline void Unit(const uint8_t* const* grp, int64_t b, const StreamTokens& st, int t0,
                           __m512 (&acc)[G][T], [[maybe_unused]] SpreadPrefetch<G>* ahead = nullptr) {
@@ -253,10 +253,10 @@ struct Q4_KKernel {
   static constexpr int64_t kPrefetchUnits = 0;
   template <int G>
   using Decoded = Q4Decoded<G>;
-  // SpreadPrefetch in token groups of 2-3 (tiles, or the parts of a
+  // SpreadPrefetch in token groups of 1-3 (tiles, or the parts of a
   // sweep); the calls of src.Ahead() per unit, one per 8 codes' loads. (The
   // 4-5 token tile does not call it: with it, 5 tokens ran 0.80 -> 1.06 ms.)
-  static constexpr bool kSpread = true;
+  static constexpr int kSpreadTokens = 3;
   template <int G, int T>
   static constexpr int AheadSteps() {
     return 3 * G * T <= 28 ? 4 * 8 : 4 * 2 * 8;
@@ -490,9 +490,9 @@ struct Q6_KKernel {
   static constexpr int64_t kPrefetchUnits = 0;
   template <int G>
   using Decoded = Q6Decoded<G>;
-  // SpreadPrefetch in token groups of 2-3 (as Q4_K); the calls of
+  // SpreadPrefetch in token groups of 1-3 (as Q4_K); the calls of
   // src.Ahead() per unit, one per 4 codes' loads.
-  static constexpr bool kSpread = true;
+  static constexpr int kSpreadTokens = 3;
   template <int G, int T>
   static constexpr int AheadSteps() {
     return 8 * 2 * 4;
