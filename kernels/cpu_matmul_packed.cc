@@ -119,12 +119,12 @@ StreamTokens TokensOf(const Int8Activations& a, int64_t t0, int nt) {
 // (t0: the first of them within the stream; y is token t0's row.) With
 // kFromMemory and 2+ tokens, a kernel with kPrefetchUnits > 0 prefetches
 // each group's unit that many units ahead (see Q8_0Kernel); a tile that
-// re-reads a row tile from L2 does not. With `spread` and 1-3 tokens, a
+// re-reads a row tile from L2 does not. With `spread`, a
 // kernel with K::kSpreadTokens >= T prefetches the next unit through the
 // work on this one (SpreadPrefetch): the ~1B Q4_K_M target's one-token pass
 // went from 61-64 to 55 ms (specserve bench, Xeon, 1 thread, 3 alternating
 // runs), its 2-token pass from 1.08-1.15x to 0.94-1.02x the one-token pass
-// before. (The 4-5 token tiles are slower with it; see Q4_KKernel.)
+// before.
 template <class K, int G, int T, bool kFromMemory>
 void Tile(const uint8_t* const* grp, const __mmask16* masks, int64_t nu, const StreamTokens& st, int t0, float* y,
           int64_t ldy, bool spread) {

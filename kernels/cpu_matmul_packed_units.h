@@ -253,13 +253,16 @@ struct Q4_KKernel {
   static constexpr int64_t kPrefetchUnits = 0;
   template <int G>
   using Decoded = Q4Decoded<G>;
-  // SpreadPrefetch in token groups of 1-3 (tiles, or the parts of a
-  // sweep); the calls of src.Ahead() per unit, one per 8 codes' loads. (The
-  // 4-5 token tile does not call it: with it, 5 tokens ran 0.80 -> 1.06 ms.)
-  static constexpr int kSpreadTokens = 3;
+  // SpreadPrefetch in tiles of 1-5 tokens and the parts of a sweep; the
+  // calls of src.Ahead() per unit: one per 8 codes' loads, but one per
+  // group and sub-block in the 4-5 token tile, whose registers are tight (a
+  // call per 8 loads there took 5 tokens from 0.80 to 1.06 ms; one per
+  // sub-block took 4 / 5 tokens from 1.18 / 1.20 to 0.96 / 1.10, median of
+  // 5, 8192 x 2304, Xeon).
+  static constexpr int kSpreadTokens = 5;
   template <int G, int T>
   static constexpr int AheadSteps() {
-    return 3 * G * T <= 28 ? 4 * 8 : 4 * 2 * 8;
+    return 3 * G * T <= 28 ? 4 * 8 : T >= 4 ? 4 * 2 * G : 4 * 2 * 8;
   }
   // Sub-block j = 2p + h's integer dots ia into the float sums:
   // acc = fma(float(i), (d * sc) * d_x, acc), then acc -= (dmin * m) * ms.
@@ -383,6 +386,7 @@ struct Q4_KKernel {
               ia[0][t] = _mm512_dpbusd_epi32(ia[0][t], w, Broadcast4(st.xs[t0 + t][pair].q + 32 * h + 4 * k));
             }
           }
+          src.Ahead();
           const __m512 ws = src.Scale(g, 2 * p + h);
           const __m512 m1 = src.Min(g, 2 * p + h);
 #pragma GCC unroll 32
@@ -490,12 +494,13 @@ struct Q6_KKernel {
   static constexpr int64_t kPrefetchUnits = 0;
   template <int G>
   using Decoded = Q6Decoded<G>;
-  // SpreadPrefetch in token groups of 1-3 (as Q4_K); the calls of
-  // src.Ahead() per unit, one per 4 codes' loads.
-  static constexpr int kSpreadTokens = 3;
+  // SpreadPrefetch as for Q4_K; the calls of src.Ahead() per unit: one per
+  // 4 codes' loads, or per block and group in the 4-5 token tile (4 / 5
+  // tokens 1.52 / 1.71 -> 1.43 / 1.63 ms, median of 5, 8192 x 2304, Xeon).
+  static constexpr int kSpreadTokens = 5;
   template <int G, int T>
   static constexpr int AheadSteps() {
-    return 8 * 2 * 4;
+    return T >= 4 ? 8 * G : 8 * 2 * 4;
   }
   // Per 32-value block, the integer dots of GC groups at a time are live:
   // all G for up to 3 tokens; one for 4-5 tokens, so that the G T float sums
@@ -514,6 +519,7 @@ struct Q6_KKernel {
       const int h = b & 1;
 #pragma GCC unroll 32
       for (int g0 = 0; g0 < G; g0 += GC) {
+        if constexpr (T >= 4) src.Ahead();
         __m512i ia[GC][T];
 #pragma GCC unroll 2
         for (int j = 0; j < 2; ++j) {
