@@ -119,12 +119,10 @@ StreamTokens TokensOf(const Int8Activations& a, int64_t t0, int nt) {
 // (t0: the first of them within the stream; y is token t0's row.) With
 // kFromMemory and 2+ tokens, a kernel with kPrefetchUnits > 0 prefetches
 // each group's unit that many units ahead (see Q8_0Kernel); a tile that
-// re-reads a row tile from L2 does not. With `spread`, a
-// kernel with K::kSpreadTokens >= T prefetches the next unit through the
-// work on this one (SpreadPrefetch): the ~1B Q4_K_M target's one-token pass
-// went from 61-64 to 55 ms (specserve bench, Xeon, 1 thread, 3 alternating
-// runs), its 2-token pass from 1.08-1.15x to 0.94-1.02x the one-token pass
-// before.
+// re-reads a row tile from L2 does not. With `spread`, a kernel with
+// K::kSpreadTokens >= T prefetches the next unit through the work on this
+// one (SpreadPrefetch): the ~1B Q4_K_M target's one-token pass went from
+// 57-61 to 50-52 ms (specserve bench, Xeon, 1 thread, 3 alternating runs).
 template <class K, int G, int T, bool kFromMemory>
 void Tile(const uint8_t* const* grp, const __mmask16* masks, int64_t nu, const StreamTokens& st, int t0, float* y,
           int64_t ldy, bool spread) {
@@ -306,8 +304,8 @@ void Rows(const MatrixView& w, const Int8Activations& a, float* y, int64_t r0, i
       TileGroups<G>(w.packed, group_bytes, g, g1, r0, r1, grp, masks);
       float* yt = y + t0 * w.rows + g * kPackedRows;
       // The sweep order keeps what the Xeon measured: small tiles without
-      // the burst prefetch (kFromMemory false) but with SpreadPrefetch at
-      // 2-3 tokens, wider passes swept.
+      // the burst prefetch (kFromMemory false) but with SpreadPrefetch
+      // (Q4_K, Q6_K), wider passes swept.
       // (kAmxTiles: the passes MatMulPackedAmx does not take, the same.)
       if (wide == PackedWidePass::kTokenGroupTiles) {
         if (nt <= K::kTileTokens) {
