@@ -267,10 +267,12 @@ void Sweep(const uint8_t* const* grp, const __mmask16* masks, int64_t nu, const 
   }());
   Dec dec;
   const bool decode = parts >= kDecodeParts;
+  constexpr bool kSpread = K::kSpreadTokens >= kMaxTokens;
   SpreadPrefetch<G> ahead(grp, K::kBytes);
-  if constexpr (Decodes<K, G>) dec.ahead = &ahead;
+  SpreadPrefetch<G>* pa = kSpread ? &ahead : nullptr;
+  if constexpr (Decodes<K, G>) dec.ahead = pa;
   for (int64_t u = 0; u < nu; ++u) {
-    ahead.Plan(u, K::kSpreadTokens >= kMaxTokens ? nu : 0, steps);
+    if constexpr (kSpread) ahead.Plan(u, nu, steps);
     const Dec* from = nullptr;
     if constexpr (Decodes<K, G>) {
       if (decode) {
@@ -280,9 +282,9 @@ void Sweep(const uint8_t* const* grp, const __mmask16* masks, int64_t nu, const 
     }
     for (int p = 0, t = 0; p < parts; t += sizes[p], ++p) {
       switch (sizes[p]) {
-        case 1: SweepPart<K, G, 1>(grp, from, u, st, t, sums, &ahead); break;
-        case 2: SweepPart<K, G, 2>(grp, from, u, st, t, sums, &ahead); break;
-        default: SweepPart<K, G, 3>(grp, from, u, st, t, sums, &ahead); break;
+        case 1: SweepPart<K, G, 1>(grp, from, u, st, t, sums, pa); break;
+        case 2: SweepPart<K, G, 2>(grp, from, u, st, t, sums, pa); break;
+        default: SweepPart<K, G, 3>(grp, from, u, st, t, sums, pa); break;
       }
     }
   }

@@ -83,6 +83,16 @@ class SpreadPrefetch {
   int lines_, next_ = 0, total_ = 0, per_step_ = 0;
 };
 
+// A unit source's hook for SpreadPrefetch: the units call Ahead() between
+// their loads; with no prefetcher set it does nothing.
+template <int G>
+struct PrefetchHook {
+  SpreadPrefetch<G>* ahead = nullptr;
+  void Ahead() const {
+    if (ahead != nullptr) ahead->Step();
+  }
+};
+
 constexpr int kMaxTokens = 3;  // per token group (a kernel's kTileTokens may allow more)
 // Tokens per stream: the weights come from memory once per stream.
 constexpr int kStreamTokens = 20;
@@ -172,11 +182,10 @@ struct Q8_0Kernel {
 // unit once), Q4Decoded holds them unpacked (a sweep's token groups share
 // one unpacking of the unit); both give the same values, so the same bits.
 template <int G>
-struct Q4Direct {
+struct Q4Direct : PrefetchHook<G> {
   const uint8_t* base[G];
   __m512 d[G], dmin[G];
-  SpreadPrefetch<G>* ahead;
-  Q4Direct(const uint8_t* const* grp, int64_t s, SpreadPrefetch<G>* ahead = nullptr) : ahead(ahead) {
+  Q4Direct(const uint8_t* const* grp, int64_t s, SpreadPrefetch<G>* ahead = nullptr) : PrefetchHook<G>{ahead} {
 #pragma GCC unroll 32
     for (int g = 0; g < G; ++g) {
       base[g] = grp[g] + kQ4_KPackedBytes * s;
@@ -198,18 +207,14 @@ struct Q4Direct {
   }
   __m512 Scale(int g, int j) const { return _mm512_mul_ps(d[g], BytesToFloats(base[g] + 64 + 16 * j)); }
   __m512 Min(int g, int j) const { return _mm512_mul_ps(dmin[g], BytesToFloats(base[g] + 192 + 16 * j)); }
-  void Ahead() const {
-    if (ahead != nullptr) ahead->Step();
-  }
 };
 // A unit of G groups unpacked: 4 KiB of codes and 1 KiB of scales a group,
 // in the order UnitFrom reads them (groups innermost: no two reads of a
 // sub-block 4 KiB apart, which the store buffer would take for conflicts).
 template <int G>
-struct alignas(64) Q4Decoded {
+struct alignas(64) Q4Decoded : PrefetchHook<G> {  // ahead: set by the sweep
   __m512i q[8][8][G];
   __m512 ws[8][G], m1[8][G];
-  SpreadPrefetch<G>* ahead = nullptr;  // set by the sweep
   void Fill(const uint8_t* const* grp, int64_t s) {
     const Q4Direct<G> src(grp, s);
 #pragma GCC unroll 1
@@ -235,9 +240,6 @@ struct alignas(64) Q4Decoded {
   }
   __m512 Scale(int g, int j) const { return ws[j][g]; }
   __m512 Min(int g, int j) const { return m1[j][g]; }
-  void Ahead() const {
-    if (ahead != nullptr) ahead->Step();
-  }
 };
 struct Q4_KKernel {
   static constexpr int64_t kCols = 256, kBytes = kQ4_KPackedBytes;
@@ -256,7 +258,7 @@ struct Q4_KKernel {
   // SpreadPrefetch in tiles of 1-5 tokens and the parts of a sweep; the
   // calls of src.Ahead() per unit: one per 8 codes' loads, but one per
   // group and sub-block in the 4-5 token tile, whose registers are tight (a
-  // call per 8 loads there took 5 tokens from 0.80 to 1.06 ms; one per
+  // call per 8 loads there took 5 tokens from 0.80 to 1.06-1.12 ms; one per
   // sub-block took 4 / 5 tokens from 1.18 / 1.20 to 0.96 / 1.10, median of
   // 5, 8192 x 2304, Xeon).
   static constexpr int kSpreadTokens = 5;
@@ -435,11 +437,10 @@ inline __m512i Unpack6(const uint8_t* p) {
 // 3 x 3, 1.23-1.30 in 2 x 3.) Sources as for Q4_K: Q6Direct unpacks as it
 // goes, Q6Decoded holds a unit unpacked for a sweep's token groups.
 template <int G>
-struct Q6Direct {
+struct Q6Direct : PrefetchHook<G> {
   const uint8_t* base[G];
   __m512 d[G];
-  SpreadPrefetch<G>* ahead;
-  Q6Direct(const uint8_t* const* grp, int64_t s, SpreadPrefetch<G>* ahead = nullptr) : ahead(ahead) {
+  Q6Direct(const uint8_t* const* grp, int64_t s, SpreadPrefetch<G>* ahead = nullptr) : PrefetchHook<G>{ahead} {
 #pragma GCC unroll 32
     for (int g = 0; g < G; ++g) {
       base[g] = grp[g] + kQ6_KPackedBytes * s;
@@ -453,17 +454,13 @@ struct Q6Direct {
     return _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(base[g] + 64 + 16 * i)));
   }
   __m512 D(int g) const { return d[g]; }
-  void Ahead() const {
-    if (ahead != nullptr) ahead->Step();
-  }
 };
 // A unit of G groups unpacked, as Q4Decoded.
 template <int G>
-struct alignas(64) Q6Decoded {
+struct alignas(64) Q6Decoded : PrefetchHook<G> {  // ahead: set by the sweep
   __m512i q[8][8][G];
   __m512i sc[16][G];
   __m512 d[G];
-  SpreadPrefetch<G>* ahead = nullptr;  // set by the sweep
   void Fill(const uint8_t* const* grp, int64_t s) {
     const Q6Direct<G> src(grp, s);
 #pragma GCC unroll 1
@@ -483,9 +480,6 @@ struct alignas(64) Q6Decoded {
   __m512i Codes(int g, int b, int k) const { return q[b][k][g]; }
   __m512i Scales(int g, int i) const { return sc[i][g]; }
   __m512 D(int g) const { return d[g]; }
-  void Ahead() const {
-    if (ahead != nullptr) ahead->Step();
-  }
 };
 struct Q6_KKernel {
   static constexpr int64_t kCols = 256, kBytes = kQ6_KPackedBytes;
