@@ -119,24 +119,24 @@ StreamTokens TokensOf(const Int8Activations& a, int64_t t0, int nt) {
 // (t0: the first of them within the stream; y is token t0's row.) With
 // kFromMemory and 2+ tokens, a kernel with kPrefetchUnits > 0 prefetches
 // each group's unit that many units ahead (see Q8_0Kernel); a tile that
-// re-reads a row tile from L2 does not. With `spread`, a kernel with
+// re-reads a row tile from L2 does not. With kSpread, a kernel with
 // K::kSpreadTokens >= T prefetches the next unit through the work on this
 // one (SpreadPrefetch): the ~1B Q4_K_M target's one-token pass went from
 // 57-61 to 50-52 ms (specserve bench, Xeon, 1 thread, 3 alternating runs).
-template <class K, int G, int T, bool kFromMemory>
+template <class K, int G, int T, bool kFromMemory, bool kSpread>
 void Tile(const uint8_t* const* grp, const __mmask16* masks, int64_t nu, const StreamTokens& st, int t0, float* y,
-          int64_t ldy, bool spread) {
+          int64_t ldy) {
   __m512 acc[G][T];
   Zero<G, T>(acc);
+  // Whether this tile prefetches is known when it is compiled: a pointer
+  // that is null only at run time left a test per step in the unit's inner
+  // loop, which cost Q4_K 7-20% at 1-9 tokens on a Zen 4, where nothing
+  // prefetched (specserve-kernel-bench, 8192 x 2304, 1 thread).
+  constexpr bool kAhead = kSpread && T <= K::kSpreadTokens;
   SpreadPrefetch<G> ahead(grp, K::kBytes);
-  SpreadPrefetch<G>* pa = nullptr;
-  if constexpr (T <= K::kSpreadTokens) {
-    if (spread) pa = &ahead;
-  }
+  SpreadPrefetch<G>* const pa = kAhead ? &ahead : nullptr;
   for (int64_t u = 0; u < nu; ++u) {
-    if constexpr (K::kSpreadTokens > 0) {
-      if (pa != nullptr) pa->Plan(u, nu, K::template AheadSteps<G, T>());
-    }
+    if constexpr (kAhead) ahead.Plan(u, nu, K::template AheadSteps<G, T>());
     if constexpr (kFromMemory && K::kPrefetchUnits > 0 && T >= 2) {
 #pragma GCC unroll 32
       for (int g = 0; g < G; ++g) {
@@ -153,27 +153,27 @@ void Tile(const uint8_t* const* grp, const __mmask16* masks, int64_t nu, const S
 // Tile, never inlined, for the 4-5 token tiles: inlined into Rows, the
 // 5-token Q8_0 tile ran 10-20% slower (Zen 5). The tiles of 1-3 tokens stay
 // inlined: apart, Q4_K's ran 5-15% slower.
-template <class K, int G, int T, bool kFromMemory>
+template <class K, int G, int T, bool kFromMemory, bool kSpread>
 __attribute__((noinline)) void TileApart(const uint8_t* const* grp, const __mmask16* masks, int64_t nu,
-                                         const StreamTokens& st, int t0, float* y, int64_t ldy, bool spread) {
-  Tile<K, G, T, kFromMemory>(grp, masks, nu, st, t0, y, ldy, spread);
+                                         const StreamTokens& st, int t0, float* y, int64_t ldy) {
+  Tile<K, G, T, kFromMemory, kSpread>(grp, masks, nu, st, t0, y, ldy);
 }
 
 // Tile<K, G, T> for T = nt <= K::kTileTokens.
-template <class K, int G, bool kFromMemory>
+template <class K, int G, bool kFromMemory, bool kSpread = false>
 void TileOf(int nt, const uint8_t* const* grp, const __mmask16* masks, int64_t nu, const StreamTokens& st, int t0,
-            float* y, int64_t ldy, bool spread = false) {
+            float* y, int64_t ldy) {
   static_assert(K::kTileTokens >= kMaxTokens && K::kTileTokens <= 5);
   switch (nt) {
-    case 1: return Tile<K, G, 1, kFromMemory>(grp, masks, nu, st, t0, y, ldy, spread);
-    case 2: return Tile<K, G, 2, kFromMemory>(grp, masks, nu, st, t0, y, ldy, spread);
-    case 3: return Tile<K, G, 3, kFromMemory>(grp, masks, nu, st, t0, y, ldy, spread);
+    case 1: return Tile<K, G, 1, kFromMemory, kSpread>(grp, masks, nu, st, t0, y, ldy);
+    case 2: return Tile<K, G, 2, kFromMemory, kSpread>(grp, masks, nu, st, t0, y, ldy);
+    case 3: return Tile<K, G, 3, kFromMemory, kSpread>(grp, masks, nu, st, t0, y, ldy);
     default:
       if constexpr (K::kTileTokens >= 5) {
-        if (nt == 5) return TileApart<K, G, 5, kFromMemory>(grp, masks, nu, st, t0, y, ldy, spread);
+        if (nt == 5) return TileApart<K, G, 5, kFromMemory, kSpread>(grp, masks, nu, st, t0, y, ldy);
       }
       if constexpr (K::kTileTokens >= 4) {
-        if (nt == 4) return TileApart<K, G, 4, kFromMemory>(grp, masks, nu, st, t0, y, ldy, spread);
+        if (nt == 4) return TileApart<K, G, 4, kFromMemory, kSpread>(grp, masks, nu, st, t0, y, ldy);
       }
       SPECSERVE_CHECK(false);
   }
@@ -316,7 +316,7 @@ void Rows(const MatrixView& w, const Int8Activations& a, float* y, int64_t r0, i
           GroupTiles<K, G>(grp, masks, nu, st, nt, yt, w.rows);
         }
       } else if (nt <= K::kSweepTileTokens) {
-        TileOf<K, G, false>(nt, grp, masks, nu, st, 0, yt, w.rows, /*spread=*/true);
+        TileOf<K, G, false, /*kSpread=*/true>(nt, grp, masks, nu, st, 0, yt, w.rows);
       } else {
         Sweep<K, G>(grp, masks, nu, st, nt, yt, w.rows);
       }
