@@ -2,6 +2,7 @@
 // (written by cpu_matmul_pack.cc), and the choice of PackedWidePass.
 #include "kernels/cpu_matmul_packed.h"
 
+#include <cpuid.h>
 #include <immintrin.h>
 
 #include <algorithm>
@@ -30,11 +31,35 @@ PackedWidePass DefaultPackedWidePass() {
   __builtin_cpu_init();
   return __builtin_cpu_is("amd") ? PackedWidePass::kTokenGroupTiles : PackedWidePass::kUnitSweep;
 }
+// Q8_0's tiles of 2-5 tokens under kTokenGroupTiles prefetch each group's
+// block kPrefetchUnits ahead (Q8_0Kernel) where that was measured to pay:
+// AMD family 1Ah (Zen 5). On a Zen 4 (family 19h) the same prefetch made
+// them slower, and a 4-5 token tile without it was faster than groups of
+// 3 + 2 / 2 + 2 (specserve-kernel-bench, Q8_0 8192 x 2304, 1 thread, median
+// of 3 alternating runs, us: 2 / 3 / 4 / 5 tokens 1153 / 1331 / 1372 / 1439
+// with it, 891 / 885 / 959 / 1130 without, 4-5 as groups 1195 / 1264).
+// SPECSERVE_CPU_TILE_PREFETCH=0|1 overrides.
+bool DefaultTilePrefetch() {
+  const char* env = std::getenv("SPECSERVE_CPU_TILE_PREFETCH");
+  if (env != nullptr && (std::string_view(env) == "0" || std::string_view(env) == "1")) return env[0] == '1';
+  if (env != nullptr) std::fprintf(stderr, "SPECSERVE_CPU_TILE_PREFETCH=%s ignored: use 0 or 1\n", env);
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0) return false;
+  const unsigned base = (eax >> 8) & 0xF;
+  const unsigned family = base == 0xF ? base + ((eax >> 20) & 0xFF) : base;
+  __builtin_cpu_init();
+  return __builtin_cpu_is("amd") && family >= 0x1A;
+}
 std::atomic<int>& WidePassSlot() {
   static std::atomic<int> slot{static_cast<int>(DefaultPackedWidePass())};
   return slot;
 }
 }  // namespace
+
+bool PackedTilePrefetch() {
+  static const bool on = DefaultTilePrefetch();
+  return on;
+}
 
 PackedWidePass CurrentPackedWidePass() {
   return static_cast<PackedWidePass>(WidePassSlot().load(std::memory_order_relaxed));
@@ -295,6 +320,7 @@ void Sweep(const uint8_t* const* grp, const __mmask16* masks, int64_t nu, const 
 template <class K, int G>
 void Rows(const MatrixView& w, const Int8Activations& a, float* y, int64_t r0, int64_t r1) {
   const PackedWidePass wide = CurrentPackedWidePass();
+  const bool prefetch = PackedTilePrefetch();
   const int64_t nu = w.cols / K::kCols, group_bytes = nu * K::kBytes;
   const int64_t g0 = r0 / kPackedRows, g1 = (r1 + kPackedRows - 1) / kPackedRows;
   for (int64_t t0 = 0; t0 < a.T; t0 += kStreamTokens) {
@@ -310,8 +336,10 @@ void Rows(const MatrixView& w, const Int8Activations& a, float* y, int64_t r0, i
       // (Q4_K, Q6_K), wider passes swept.
       // (kAmxTiles: the passes MatMulPackedAmx does not take, the same.)
       if (wide == PackedWidePass::kTokenGroupTiles) {
-        if (nt <= K::kTileTokens) {
+        if (nt <= K::kTileTokens && prefetch) {
           TileOf<K, G, true>(nt, grp, masks, nu, st, 0, yt, w.rows);
+        } else if (nt <= K::kTileTokens) {
+          TileOf<K, G, false>(nt, grp, masks, nu, st, 0, yt, w.rows);
         } else {
           GroupTiles<K, G>(grp, masks, nu, st, nt, yt, w.rows);
         }

@@ -98,6 +98,10 @@ PackedWidePass CurrentPackedWidePass();
 // passes started after it. kAmxTiles only where AmxInt8Runs().
 void SetPackedWidePass(PackedWidePass order);
 
+// Whether Q8_0's token-group tiles of 2-5 tokens prefetch ahead (decided
+// once per process from the CPU; SPECSERVE_CPU_TILE_PREFETCH=0|1 overrides).
+bool PackedTilePrefetch();
+
 // True when the CPU has AMX-TILE and AMX-INT8 and the OS lets this process
 // use the tiles (Linux: arch_prctl ARCH_REQ_XCOMP_PERM, asked on the first
 // call).
