@@ -336,9 +336,16 @@ void Rows(const MatrixView& w, const Int8Activations& a, float* y, int64_t r0, i
       // (Q4_K, Q6_K), wider passes swept.
       // (kAmxTiles: the passes MatMulPackedAmx does not take, the same.)
       if (wide == PackedWidePass::kTokenGroupTiles) {
-        if (nt <= K::kTileTokens && prefetch) {
+        // Without the tile prefetch (Zen 4) Q4_K's and Q6_K's 5-token passes
+        // run as token groups of 3 + 2, faster than one tile there
+        // (specserve-kernel-bench, 1 thread, median of 3 alternating runs,
+        // us, 8192 x 2304 / 2304 x 8192: Q6_K 1504 / 1402 -> 1381 / 1273,
+        // Q4_K 1050 / 1049 -> 1064 / 908; the ~1B Q4_K_M target's 5-token
+        // pass 64.9-65.2 -> 60.9-62.0 ms); at 4 tokens one tile is faster.
+        const bool one_tile = nt <= K::kTileTokens && (prefetch || nt < 5 || !Decodes<K, G>);
+        if (one_tile && prefetch) {
           TileOf<K, G, true>(nt, grp, masks, nu, st, 0, yt, w.rows);
-        } else if (nt <= K::kTileTokens) {
+        } else if (one_tile) {
           TileOf<K, G, false>(nt, grp, masks, nu, st, 0, yt, w.rows);
         } else {
           GroupTiles<K, G>(grp, masks, nu, st, nt, yt, w.rows);
