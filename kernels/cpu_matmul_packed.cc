@@ -155,8 +155,9 @@ void Tile(const uint8_t* const* grp, const __mmask16* masks, int64_t nu, const S
   Zero<G, T>(acc);
   // Whether this tile prefetches is known when it is compiled: a pointer
   // that is null only at run time left a test per step in the unit's inner
-  // loop, which cost Q4_K 7-20% at 1-9 tokens on a Zen 4, where nothing
-  // prefetched (specserve-kernel-bench, 8192 x 2304, 1 thread).
+  // loop; on a Zen 4, where nothing prefetched, Q4_K 8192 x 2304 ran 7-27%
+  // slower at 1-9 tokens with it (specserve-kernel-bench, 1 thread, median
+  // of 3 alternating runs, us: 3 tokens 647 -> 810, 9 tokens 1421 -> 1805).
   constexpr bool kAhead = kSpread && T <= K::kSpreadTokens;
   SpreadPrefetch<G> ahead(grp, K::kBytes);
   SpreadPrefetch<G>* const pa = kAhead ? &ahead : nullptr;
