@@ -2,10 +2,14 @@
 // threads, decoding both from an empty context and at a depth of several
 // hundred tokens (where a verify pass actually runs). Beside decode speed it
 // prints the weight bytes one token reads and the fraction of this machine's
-// measured read bandwidth that decoding uses (1.0 is the memory-bound floor).
+// measured read bandwidth that decoding uses (1.0 is the memory-bound floor),
+// and for int8 activations the arithmetic floor of one token: its
+// multiply-adds at this machine's measured int8 dot peak (a pass of T tokens
+// costs at least T times that).
 // A benchmark, not a test.
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -25,6 +29,7 @@
 #include "common/weights.h"
 #include "tools/command_flags.h"
 #include "tools/commands.h"
+#include "tools/dot_peak.h"
 #include "tools/memory_traffic.h"
 
 namespace specserve::cli {
@@ -40,8 +45,12 @@ struct Row {
   std::vector<std::pair<int, double>> pass_ms;  // (tokens in the pass, ms) at depth
   int64_t bytes_per_token = 0;                  // weights one decode step reads
   double bandwidth_gbs = 0;                     // measured read bandwidth at `threads`
+  int64_t macs_per_token = 0;                   // int8 multiply-adds of one token's matrices
+  double dot_peak_gmacs = 0;                    // measured int8 dot peak at `threads` (int8 rows)
   // Fraction of the read bandwidth that decoding at depth uses.
   double bandwidth_fraction() const { return bytes_per_token * decode_deep_tps / 1e9 / bandwidth_gbs; }
+  // One token's multiply-adds at the dot peak, ms (0 without a peak).
+  double dot_floor_ms() const { return dot_peak_gmacs > 0 ? macs_per_token / dot_peak_gmacs / 1e6 : 0; }
 };
 
 constexpr int kPassSizes[] = {1, 2, 3, 5, 9, 17};
@@ -58,7 +67,7 @@ absl::StatusOr<double> DecodeSpeed(Backend& b, KvSeq& seq, int n) {
 }
 
 absl::StatusOr<Row> Measure(const std::string& path, int threads, MatMulActivations activations, int prompt_len,
-                            int depth, double bandwidth_gbs) {
+                            int depth, double bandwidth_gbs, double dot_peak_gmacs) {
   ASSIGN_OR_RETURN(auto model, Model::Load(path));
   BackendOptions o;
   o.threads = threads;
@@ -67,6 +76,8 @@ absl::StatusOr<Row> Measure(const std::string& path, int threads, MatMulActivati
   Row r{model->config.name.empty() ? path : model->config.name, threads, activations, 0, 0, 0, 0, {}};
   r.bytes_per_token = WeightBytesPerToken(model->weights);
   r.bandwidth_gbs = bandwidth_gbs;
+  r.macs_per_token = MatrixMacsPerToken(model->weights);
+  if (activations == MatMulActivations::kInt8) r.dot_peak_gmacs = dot_peak_gmacs;
   std::vector<TokenId> prompt{1};
   for (int i = 1; i < std::max(prompt_len, depth); ++i) prompt.push_back(100 + (i * 37) % 3000);
   std::vector<float> logits;
@@ -136,16 +147,22 @@ int Bench(int argc, char** argv) {
     activations.push_back(*parsed);
   }
   std::vector<Row> rows;
-  // Read bandwidth for each thread count, measured once.
-  std::map<int, double> bandwidth;
+  // Read bandwidth and int8 dot peak for each thread count, measured once.
+  std::map<int, double> bandwidth, dot_peak;
+  const bool int8 = std::find(activations.begin(), activations.end(), MatMulActivations::kInt8) != activations.end();
   for (const std::string& t : std::vector<std::string>(absl::StrSplit(args.Str("threads"), ',', absl::SkipEmpty()))) {
     const int n = std::stoi(t);
     if (n < 1 || n > 256) return std::fprintf(stderr, "bad --threads\n"), 2;
     if (!bandwidth.count(n)) bandwidth[n] = MeasureReadBandwidthGBs(n);
     std::printf("read bandwidth, %d thread(s): %.1f GB/s\n", n, bandwidth[n]);
+    if (int8 && !dot_peak.count(n)) {
+      const DotPeak p = MeasureInt8DotPeak(n);
+      dot_peak[n] = p.gmacs_per_s;
+      if (p.gmacs_per_s > 0) std::printf("int8 dot peak, %d thread(s): %.0f GMAC/s (%s)\n", n, p.gmacs_per_s, p.instruction.c_str());
+    }
   }
-  std::printf("%-22s %7s %5s %12s %12s %14s %9s %8s %16s  %s\n", "model", "threads", "act", "prefill t/s", "decode t/s",
-              "decode@depth", "MB/token", "of peak", "verify9@depth/s",
+  std::printf("%-22s %7s %5s %12s %12s %14s %9s %8s %11s %16s  %s\n", "model", "threads", "act", "prefill t/s",
+              "decode t/s", "decode@depth", "MB/token", "of peak", "dots ms/tok", "verify9@depth/s",
               "pass ms at depth for 1,2,3,5,9,17 tokens (best of 24)");
   for (const std::string& path : std::vector<std::string>(absl::StrSplit(args.Str("models"), ',', absl::SkipEmpty()))) {
     if (!std::ifstream(path).good()) {
@@ -154,13 +171,15 @@ int Bench(int argc, char** argv) {
     }
     for (const std::string& t : std::vector<std::string>(absl::StrSplit(args.Str("threads"), ',', absl::SkipEmpty())))
     for (MatMulActivations act : activations) {
-      auto r = Measure(path, std::stoi(t), act, static_cast<int>(*plen), static_cast<int>(*depth), bandwidth[std::stoi(t)]);
+      auto r = Measure(path, std::stoi(t), act, static_cast<int>(*plen), static_cast<int>(*depth), bandwidth[std::stoi(t)],
+                       dot_peak[std::stoi(t)]);
       if (!r.ok()) return std::fprintf(stderr, "%s: %s\n", path.c_str(), r.status().ToString().c_str()), 1;
       std::string passes;
       for (auto [n, ms] : r->pass_ms) passes += absl::StrFormat(" %.3f", ms);
-      std::printf("%-22s %7d %5s %12.0f %12.0f %14.0f %9.1f %8.2f %16.0f  %s\n", r->model.c_str(), r->threads, MatMulActivationsName(r->activations),
-                  r->prefill_tps, r->decode_tps, r->decode_deep_tps, r->bytes_per_token / 1e6,
-                  r->bandwidth_fraction(), r->verify9_deep_tps, passes.c_str());
+      const std::string dots = r->dot_floor_ms() > 0 ? absl::StrFormat("%.2f", r->dot_floor_ms()) : "-";
+      std::printf("%-22s %7d %5s %12.0f %12.0f %14.0f %9.1f %8.2f %11s %16.0f  %s\n", r->model.c_str(), r->threads,
+                  MatMulActivationsName(r->activations), r->prefill_tps, r->decode_tps, r->decode_deep_tps,
+                  r->bytes_per_token / 1e6, r->bandwidth_fraction(), dots.c_str(), r->verify9_deep_tps, passes.c_str());
       rows.push_back(*r);
     }
   }
@@ -177,7 +196,10 @@ int Bench(int argc, char** argv) {
                               {"verify9_passes_per_s_at_depth", r.verify9_deep_tps},
                               {"pass_ms_at_depth", r.pass_ms}, {"weight_bytes_per_token", r.bytes_per_token},
                               {"read_bandwidth_gb_per_s", r.bandwidth_gbs},
-                              {"bandwidth_fraction_at_depth", r.bandwidth_fraction()}});
+                              {"bandwidth_fraction_at_depth", r.bandwidth_fraction()},
+                              {"matrix_macs_per_token", r.macs_per_token},
+                              {"int8_dot_peak_gmac_per_s", r.dot_peak_gmacs},
+                              {"dot_floor_ms_per_token", r.dot_floor_ms()}});
     }
     std::ofstream(args.Str("json")) << j.dump(2) << "\n";
   }
