@@ -19,6 +19,8 @@
 #      sharing one) and specserve serve-bench: plain vs speculative through
 #      them and in process at as many threads as the target has;
 # and prints a summary table and writes all of it as one JSON file.
+# SPECSERVE_COORDINATOR_ARGS, when set, is added to the coordinator's flags
+# (say "--overlap off", to compare with the draft's look-ahead off).
 # Prompts are the held-out ones in ../shared/eval (read now), the tail of each
 # cut to --prompt-chars. The defaults (2 prompts of ~100 tokens x 64 new
 # tokens, the Q8_0 target) take about 15 minutes on a 2-core machine once the
@@ -216,7 +218,7 @@ if [ "$services" = 1 ]; then
     # draft rather than falling back to n-grams (a loaded machine).
     wait_for "listening on port" "$run_dir/target-$t.log" "$run_dir/draft-$t.log"
     "$bin/specserve-coordinator" --listen "127.0.0.1:$cp" --target "127.0.0.1:$tp" --draft "127.0.0.1:$dp" \
-      --draft-timeout-ms 0 --metrics-port "$cm" >"$run_dir/coordinator-$t.log" 2>&1 &
+      --draft-timeout-ms 0 --metrics-port "$cm" ${SPECSERVE_COORDINATOR_ARGS:-} >"$run_dir/coordinator-$t.log" 2>&1 &
     pids+=($!)
     wait_for "listening on port" "$run_dir/coordinator-$t.log"
     "$specserve" serve-bench --coordinator "127.0.0.1:$cp" --target-model "$cache/target-1b-$t.gguf" \
