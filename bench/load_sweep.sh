@@ -38,6 +38,9 @@
 #
 # --batch-gather-ms N goes to the target (its default 30).
 #
+# SPECSERVE_COORDINATOR_ARGS, when set, is added to the coordinator's flags
+# (say "--overlap off").
+#
 # --request-rate R: Poisson arrivals, R requests a second (open loop: the
 # same seeded schedule for both columns) instead of the closed loop; each
 # --concurrency row then caps the requests in flight (an arrival with no
@@ -114,7 +117,7 @@ pids+=($!)
 "$bin/specserve-draft" --listen 127.0.0.1:$dp --model "$draft" "${dcpu[@]}" --max-sessions 64 --cpu-activations "$activations" "${chunk[@]}" >"$work/draft.log" 2>&1 &
 pids+=($!)
 "$bin/specserve-coordinator" --listen 127.0.0.1:$cp --target 127.0.0.1:$tp --draft 127.0.0.1:$dp \
-  --max-sessions "$max_sessions" --max-waiting "$max_waiting" >"$work/coordinator.log" 2>&1 &
+  --max-sessions "$max_sessions" --max-waiting "$max_waiting" ${SPECSERVE_COORDINATOR_ARGS:-} >"$work/coordinator.log" 2>&1 &
 pids+=($!)
 # Ready when a request through the model drafter succeeds (two tokens: a
 # one-token request never drafts, so it never opens a draft session).
