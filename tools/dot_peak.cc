@@ -2,17 +2,16 @@
 
 #include <immintrin.h>
 
-#include <algorithm>
-#include <chrono>
-#include <thread>
 #include <vector>
 
 #include "kernels/cpu_matmul_int8.h"
+#include "tools/memory_traffic.h"
 
 namespace specserve::cli {
 namespace {
 
-constexpr int kChains = 12;  // more than latency x issue width of either dot
+constexpr int kChains = 12;      // more than vpdpbusd's latency x issue width
+constexpr int kAvx2Chains = 6;   // acc and codes of each in 12 of the 16 ymm
 constexpr int64_t kSteps = 1 << 20;
 
 // kSteps x kChains vpdpbusd on zmm; returns a sum so nothing is dropped.
@@ -35,10 +34,9 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) int64_t VnniChains() {
   return sum;
 }
 
-// kSteps x kChains AVX2 dots (vpmaddubsw, vpmaddwd by 1, vpaddd) on ymm, each
+// 2 kSteps x kAvx2Chains AVX2 dots (vpmaddubsw, vpmaddwd by 1, vpaddd) on ymm, each
 // chain with its own codes so that no product is shared.
 __attribute__((target("avx2"))) int64_t Avx2Chains() {
-  constexpr int kAvx2Chains = 6;  // acc and codes of each in 12 of the 16 ymm
   __m256i acc[kAvx2Chains], w[kAvx2Chains];
   for (int i = 0; i < kAvx2Chains; ++i) {
     acc[i] = _mm256_set1_epi32(i);
@@ -64,10 +62,8 @@ __attribute__((target("avx2"))) int64_t Avx2Chains() {
 }  // namespace
 
 int64_t MatrixMacsPerToken(const ModelWeights& w) {
-  int64_t total = w.output.rows * w.output.cols;
-  for (const LayerWeights& l : w.layers) {
-    for (const MatrixView* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down}) total += m->rows * m->cols;
-  }
+  int64_t total = 0;
+  for (const MatrixView* m : TokenMatrices(w)) total += m->rows * m->cols;
   return total;
 }
 
@@ -81,20 +77,14 @@ DotPeak MeasureInt8DotPeak(int threads) {
     chains = VnniChains;
   } else if (__builtin_cpu_supports("avx2")) {
     peak.instruction = "vpmaddubsw+vpmaddwd+vpaddd ymm";
-    macs_per_call = kSteps * 2 * 6 * 32;
+    macs_per_call = kSteps * 2 * kAvx2Chains * 32;
     chains = Avx2Chains;
   } else {
     return peak;
   }
   std::vector<int64_t> sums(threads);
-  for (int rep = 0; rep < 3; ++rep) {
-    const auto t0 = std::chrono::steady_clock::now();
-    std::vector<std::thread> ts;
-    for (int t = 0; t < threads; ++t) ts.emplace_back([&, t] { sums[t] = chains(); });
-    for (auto& t : ts) t.join();
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    peak.gmacs_per_s = std::max(peak.gmacs_per_s, macs_per_call * threads / s / 1e9);
-  }
+  const double s = FastestParallelRun(threads, 3, [&](int t) { sums[t] = chains(); });
+  peak.gmacs_per_s = macs_per_call * threads / s / 1e9;
   volatile int64_t keep = sums[0];
   (void)keep;
   return peak;

@@ -31,11 +31,27 @@ int64_t ReadAll(const uint8_t* p, size_t n) {
 
 }  // namespace
 
-int64_t WeightBytesPerToken(const ModelWeights& w) {
-  int64_t total = Bytes(w.output) + static_cast<int64_t>(w.tok_embd.row_bytes);
-  for (const LayerWeights& l : w.layers) {
-    for (const MatrixView* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down}) total += Bytes(*m);
+std::vector<const MatrixView*> TokenMatrices(const ModelWeights& w) {
+  std::vector<const MatrixView*> out{&w.output};
+  for (const LayerWeights& l : w.layers) out.insert(out.end(), {&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down});
+  return out;
+}
+
+double FastestParallelRun(int threads, int reps, const std::function<void(int)>& body) {
+  double best = 1e30;
+  for (int rep = 0; rep < reps; ++rep) {
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<std::thread> ts;
+    for (int t = 0; t < threads; ++t) ts.emplace_back(body, t);
+    for (auto& t : ts) t.join();
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
+  return best;
+}
+
+int64_t WeightBytesPerToken(const ModelWeights& w) {
+  int64_t total = static_cast<int64_t>(w.tok_embd.row_bytes);
+  for (const MatrixView* m : TokenMatrices(w)) total += Bytes(*m);
   return total;
 }
 
@@ -47,19 +63,11 @@ double MeasureHere(int threads) {
   std::vector<uint8_t> buf(kBytes);
   std::memset(buf.data(), 1, buf.size());
   const size_t per = kBytes / threads / 128 * 128;
-  double best = 0;
   std::vector<int64_t> sums(threads);
-  for (int rep = 0; rep < 4; ++rep) {
-    const auto t0 = std::chrono::steady_clock::now();
-    std::vector<std::thread> ts;
-    for (int t = 0; t < threads; ++t) ts.emplace_back([&, t] { sums[t] = ReadAll(buf.data() + t * per, per); });
-    for (auto& t : ts) t.join();
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    best = std::max(best, per * threads / s / 1e9);
-  }
+  const double s = FastestParallelRun(threads, 4, [&](int t) { sums[t] = ReadAll(buf.data() + t * per, per); });
   volatile int64_t keep = sums[0];
   (void)keep;
-  return best;
+  return per * threads / s / 1e9;
 }
 
 }  // namespace

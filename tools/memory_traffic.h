@@ -4,10 +4,20 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <vector>
 
 #include "common/weights.h"
 
 namespace specserve::cli {
+
+// The matrices one decode step multiplies: every layer's seven and the
+// output matrix (tools/dot_peak.h counts their multiply-adds).
+std::vector<const MatrixView*> TokenMatrices(const ModelWeights& w);
+
+// Runs body(t) for t in [0, threads) on as many threads at once, `reps`
+// times; the shortest of those wall times, in seconds.
+double FastestParallelRun(int threads, int reps, const std::function<void(int)>& body);
 
 // Bytes of weights one decode step reads: every matrix of every layer, the
 // output matrix and one embedding row (norm vectors are negligible).
