@@ -3,7 +3,10 @@
 # starts target, draft and coordinator on free loopback ports and runs
 # `specserve serve-bench --concurrency LIST` (closed loop), plain decoding
 # and each drafter of --drafters (default: the model drafter) at adaptive K,
-# printing the table and writing JSON.
+# printing the table and writing JSON. Under each drafting row, a line
+# from the coordinator's /metrics (serve-bench --coordinator-metrics): its
+# rounds by why the K policy chose their K, and the gain it predicted for
+# drafting over plain decoding (docs/metrics.md, specserve_k_choices_total).
 #
 #   bash bench/load_sweep.sh [--pair bundled|realistic] [--concurrency 1,2,4,8,16,32]
 #                            [--duration S] [--max-tokens N] [--json FILE] [--plot FILE.png]
@@ -109,14 +112,14 @@ work=$(mktemp -d)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
 trap cleanup EXIT; [ -n "${KEEP_LOGS:-}" ] && trap "cp $work/*.log $KEEP_LOGS/; cleanup" EXIT
-read -r tp dp cp <<<"$(python3 "$root/tools/free_ports.py" 3)"
+read -r tp dp cp mp <<<"$(python3 "$root/tools/free_ports.py" 4)"
 tcpu=() dcpu=()
 if [ "$(nproc)" -ge 2 ]; then tcpu=(--cpus 0); dcpu=(--cpus 1); fi
 "$bin/specserve-target" --listen 127.0.0.1:$tp --model "$target" "${tcpu[@]}" --max-sessions 64 --cpu-activations "$activations" "${gather[@]}" "${chunk[@]}" >"$work/target.log" 2>&1 &
 pids+=($!)
 "$bin/specserve-draft" --listen 127.0.0.1:$dp --model "$draft" "${dcpu[@]}" --max-sessions 64 --cpu-activations "$activations" "${chunk[@]}" >"$work/draft.log" 2>&1 &
 pids+=($!)
-"$bin/specserve-coordinator" --listen 127.0.0.1:$cp --target 127.0.0.1:$tp --draft 127.0.0.1:$dp \
+"$bin/specserve-coordinator" --listen 127.0.0.1:$cp --metrics-port $mp --target 127.0.0.1:$tp --draft 127.0.0.1:$dp \
   --max-sessions "$max_sessions" --max-waiting "$max_waiting" ${SPECSERVE_COORDINATOR_ARGS:-} >"$work/coordinator.log" 2>&1 &
 pids+=($!)
 # Ready when a request through the model drafter succeeds (two tokens: a
@@ -148,7 +151,7 @@ json_args=()
 "$bin/specserve" serve-bench --coordinator 127.0.0.1:$cp --target-model "$target" --draft-model "$draft" \
   --prompts "$prompts" --limit "$limit" --max-tokens "$max_tokens" --temperatures 0 --k "$k" \
   --concurrency "$concurrency" --duration "$duration" --repeats "$repeats" --drafters "$drafters" \
-  "${rate[@]}" "${json_args[@]}"
+  --coordinator-metrics http://127.0.0.1:$mp "${rate[@]}" "${json_args[@]}"
 if [ -n "$plot" ]; then
   python3 "$root/bench/plot_load.py" "$json" "$plot" --title "serve-bench, $pair pair$([ -n "$target_override" ] && echo " ($(basename "$target"))"), K $k vs plain"
 fi

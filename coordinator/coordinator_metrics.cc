@@ -38,6 +38,13 @@ CoordinatorMetrics::CoordinatorMetrics(prometheus::Registry& r)
                    .Help("Tokens drafted per round (K; 0 for a plain step)")
                    .Register(r)
                    .Add({}, rpc::CountBuckets(kMaxPosition))),
+      k_promised_gain_(prometheus::BuildHistogram()
+                           .Name("specserve_k_promised_gain")
+                           .Help("Adaptive K: the best K > 0's predicted token rate over plain decoding's, "
+                                 "before the load margins, each round it compared them")
+                           .Register(r)
+                           .Add({}, prometheus::Histogram::BucketBoundaries{0.5, 0.8, 0.9, 1.0, 1.1, 1.25, 1.4,
+                                                                            1.6, 2.0, 3.0})),
       generated_tokens(CounterFamily(r, "specserve_generated_tokens_total", "Tokens returned to clients").Add({})),
       round_draft(round_.Add({{"phase", "draft"}}, rpc::LatencyBuckets())),
       round_verify(round_.Add({{"phase", "verify"}}, rpc::LatencyBuckets())),
@@ -73,6 +80,11 @@ CoordinatorMetrics::CoordinatorMetrics(prometheus::Registry& r)
     position_proposed_[i] = &pos_proposed.Add({{"position", std::to_string(i + 1)}});
     position_accepted_[i] = &pos_accepted.Add({{"position", std::to_string(i + 1)}});
   }
+  auto& choices = CounterFamily(r, "specserve_k_choices_total",
+                                "Rounds with a drafter by why the K policy chose their K (docs/metrics.md)");
+  for (int i = 0; i < KPolicy::kReasons; ++i) {
+    k_choices_[i] = &choices.Add({{"reason", KPolicy::ReasonName(static_cast<KPolicy::Reason>(i))}});
+  }
 }
 
 void CoordinatorMetrics::ObserveRound(const RoundRecord& r) {
@@ -85,6 +97,10 @@ void CoordinatorMetrics::ObserveRound(const RoundRecord& r) {
   accepted_total_.fetch_add(k > 0 ? accepted : 0);
   speculation_k.Set(k);
   round_k_.Observe(k);
+  if (r.choice) {
+    k_choices_[static_cast<int>(r.choice->reason)]->Increment();
+    if (r.choice->gain > 0) k_promised_gain_.Observe(r.choice->gain);
+  }
   if (k <= 0) return;
   Proposed(r.drafter).Increment(k);
   Accepted(r.drafter).Increment(accepted);

@@ -16,6 +16,7 @@
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 
+#include "coordinator/k_policy.h"
 #include "coordinator/round_loop.h"
 
 namespace specserve {
@@ -35,6 +36,8 @@ class CoordinatorMetrics {
   prometheus::Histogram& round_k_;              // specserve_round_k: tokens drafted per round
   std::array<prometheus::Counter*, kMaxPosition> position_proposed_{};  // {position="1".."16"}
   std::array<prometheus::Counter*, kMaxPosition> position_accepted_{};
+  std::array<prometheus::Counter*, KPolicy::kReasons> k_choices_{};  // specserve_k_choices_total{reason}
+  prometheus::Histogram& k_promised_gain_;      // specserve_k_promised_gain: best K > 0 over plain, predicted
 
  public:
   explicit CoordinatorMetrics(prometheus::Registry& registry);
@@ -48,8 +51,8 @@ class CoordinatorMetrics {
   // "no_draft_service" (a cancelled request is not a draft failure and is not counted).
   prometheus::Counter& Fallbacks(const std::string& reason) { return fallbacks_.Add({{"reason", reason}}); }
 
-  // One verified round: its tokens by drafter and position, its K, and its
-  // time by phase.
+  // One verified round: its tokens by drafter and position, its K and why
+  // the policy chose it, and its time by phase.
   void ObserveRound(const RoundRecord& r);
 
   // Running totals since start, for the periodic stats line (stats_log.h).

@@ -124,11 +124,25 @@ void KPolicy::ObserveTarget(const TargetLoad& load, double network_seconds) {
   network_s_ += (first ? 1.0 : 1.0 - kDecay) * (std::max(0.0, network_seconds) - network_s_);
 }
 
-int32_t KPolicy::Next() const {
-  if (!script_.empty()) return script_[script_round_ % script_.size()];
+const char* KPolicy::ReasonName(Reason r) {
+  switch (r) {
+    case Reason::kFixed: return "fixed";
+    case Reason::kInitial: return "initial";
+    case Reason::kBest: return "best";
+    case Reason::kExplore: return "explore";
+    case Reason::kPlainRate: return "plain_rate";
+    case Reason::kPlainMargin: return "plain_margin";
+    case Reason::kPlainLate: return "plain_late";
+  }
+  return "unknown";
+}
+
+KPolicy::Choice KPolicy::Choose() const {
+  if (!script_.empty()) return Choice{script_[script_round_ % script_.size()], Reason::kFixed};
+  if (!adaptive_) return Choice{k_, Reason::kFixed};
   // Before its first round a policy has only its initial K, unless it was
   // given the target's load (a new request under load: coordinator/target_load_board.h).
-  if (!adaptive_ || (rounds_ == 0 && !load_.known)) return k_;
+  if (rounds_ == 0 && !load_.known) return Choice{k_, Reason::kInitial};
   const double a = std::clamp(acceptance_estimate(), 0.01, 0.995);
   // With the target's report, K = 0 competes and a token's verify cost is
   // what it costs the whole batch; without it, the fitted own-pass line.
@@ -160,23 +174,37 @@ int32_t KPolicy::Next() const {
     if (alone_and_late(k)) return 1 + kLonePremium;
     return batched && k > 0 ? 1 + kLoadMargin : 1.0;
   };
+  auto rate = [&](int32_t k) { return (1 - std::pow(a, k + 1)) / (1 - a) / std::max(1e-9, round_seconds(k)); };
   int32_t best = k_min;
   double best_rate = -1;
+  double best_drafting = 0;  // the highest rate of a K > 0, before premiums
+  int32_t best_drafting_k = kMin;
   for (int32_t k = k_min; k <= kMax; ++k) {
-    const double expected = (1 - std::pow(a, k + 1)) / (1 - a);
-    const double rate = expected / std::max(1e-9, round_seconds(k)) / premium(k);
-    if (rate > best_rate * (1 + 1e-9)) {
-      best_rate = rate;
+    const double r = rate(k);
+    if (k > 0 && r > best_drafting) {
+      best_drafting = r;
+      best_drafting_k = k;
+    }
+    const double priced = r / premium(k);
+    if (priced > best_rate * (1 + 1e-9)) {
+      best_rate = priced;
       best = k;
     }
   }
+  Choice c{best, best > 0 ? Reason::kBest : Reason::kPlainRate, best_drafting / rate(0)};
+  if (best == 0 && best_drafting > rate(0) * (1 + 1e-9)) {
+    c.reason = alone_and_late(best_drafting_k) ? Reason::kPlainLate : Reason::kPlainMargin;
+  }
   // A first round knows the load but not the draft's step cost: the load
   // may lower the initial K, never raise it.
-  if (rounds_ == 0) return std::min(best, k_);
+  if (rounds_ == 0) {
+    c.k = std::min(best, k_);
+    return c;
+  }
   // Plain for a while: one round of K = 1 measures acceptance and the
   // draft's cost again (see the header).
-  if (best == 0 && plain_streak_ >= ExploreWait()) return 1;
-  return best;
+  if (best == 0 && plain_streak_ >= ExploreWait()) return Choice{1, Reason::kExplore, c.gain};
+  return c;
 }
 
 }  // namespace specserve

@@ -104,7 +104,34 @@ class KPolicy {
   }
 
   bool adaptive() const { return adaptive_; }
-  int32_t Next() const;
+
+  // Why a round's K is what it is: the coordinator counts them
+  // (specserve_k_choices_total{reason}, docs/metrics.md) so that an operator
+  // reads off Prometheus why speculation is on or off under a given load.
+  enum class Reason {
+    kFixed,        // a fixed or scripted K
+    kInitial,      // a first round with nothing measured: the initial K
+    // Under a load report the reasons below hold from a request's first
+    // round on; until the request has drafted, K is at most the initial K.
+    kBest,         // the K of the highest predicted rate (K > 0)
+    kExplore,      // K = 1 after a long plain streak (see above)
+    kPlainRate,    // plain decoding: no K > 0 predicts a higher rate
+    kPlainMargin,  // plain: a K > 0 predicts more, but not kLoadMargin more
+    kPlainLate,    // plain: a K > 0 predicts more, but not kLonePremium more
+  };
+  static constexpr int kReasons = 7;
+  static const char* ReasonName(Reason r);
+  struct Choice {
+    int32_t k = 0;
+    Reason reason = Reason::kFixed;
+    // The best K > 0's predicted rate over plain decoding's, before any
+    // premium (1.3: drafting predicts 30% more tokens a second). 0 when the
+    // policy did not compare them (fixed K, or a first round without a
+    // measurement).
+    double gain = 0;
+  };
+  Choice Choose() const;
+  int32_t Next() const { return Choose().k; }
   // What a round's waits measured.
   enum class Wait {
     kOnDemand,      // the draft drafted the block when asked; the target verified it

@@ -143,6 +143,7 @@ class Loop {
   // failed drafter is replaced and the replacement proposes this round.
   Proposal Propose(RoundRecord& rec) {
     rec.k = NextK();
+    if (drafter_) rec.choice = opts_.k.Choose();
     if (unopened_) {
       if (rec.k == 0) {  // still plain: nothing to tell a drafter that never opened
         proposed_ = false;

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,9 @@ struct RoundRecord {
   int32_t drafted = 0;           // proposed and verified
   int32_t accepted = 0;
   bool drafted_ahead = false;    // the block was drafted during the previous verify
+  // What the K policy chose and why, in rounds with a drafter (k may be
+  // less: the budget's end, a draft session still opening).
+  std::optional<KPolicy::Choice> choice;
   // Wall seconds of the Propose and Verify calls as the loop saw them.
   double draft_wall = 0, verify_wall = 0;
   // The round in phases: "draft" and "verify" are the time the engines

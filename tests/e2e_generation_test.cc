@@ -261,6 +261,9 @@ TEST_F(GenerationTest, MetricsAgreeWithRequestStatistics) {
   EXPECT_EQ(diff("specserve_time_to_first_token_seconds_count"), 1);
   EXPECT_GE(value(after, "specserve_speculation_k"), 0);
   EXPECT_EQ(diff("specserve_round_k_count"), s.rounds());
+  // Every round had a drafter, and the policy's reason with it (a fixed K).
+  EXPECT_EQ(diff("specserve_k_choices_total"), s.rounds());
+  EXPECT_EQ(diff("specserve_k_choices_total", {"reason=\"fixed\""}), s.rounds());
   EXPECT_EQ(diff("specserve_request_duration_seconds_count"), 1);
   // The request's slot is freed when its worker returns, just after the final message.
   std::string now = after;

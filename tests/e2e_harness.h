@@ -32,6 +32,7 @@
 #include "common/backend.h"
 #include "common/weights.h"
 #include "grpc/health/v1/health.grpc.pb.h"
+#include "rpc/metrics_text.h"
 #include "spec/sampling.h"
 #include "specserve/v1/generation.grpc.pb.h"
 #include "tests/test_paths.h"
@@ -173,20 +174,7 @@ inline std::string Scrape(int port) {
 // Sum of the samples of `name` whose label set contains every `labels` part
 // (e.g. {"status=\"ok\""}); -1 when no sample matches.
 inline double Metric(const std::string& text, const std::string& name, const std::vector<std::string>& labels = {}) {
-  std::istringstream in(text);
-  double sum = 0;
-  bool found = false;
-  for (std::string line; std::getline(in, line);) {
-    if (line.empty() || line[0] == '#' || line.compare(0, name.size(), name) != 0) continue;
-    const char next = line.size() > name.size() ? line[name.size()] : '\0';
-    if (next != '{' && next != ' ') continue;
-    bool all = true;
-    for (const std::string& l : labels) all = all && line.find(l) != std::string::npos;
-    if (!all) continue;
-    sum += std::stod(line.substr(line.rfind(' ') + 1));
-    found = true;
-  }
-  return found ? sum : -1;
+  return rpc::SumSamples(text, name, labels);
 }
 
 // Plain greedy decoding in this process: the reference output.

@@ -48,6 +48,10 @@ TEST(KPolicyFixed, ReturnsItsKWhateverItObserves) {
   EXPECT_EQ(p.Next(), 5);
   EXPECT_EQ(KPolicy::Fixed(1).Next(), 1);
   EXPECT_EQ(KPolicy::Fixed(KPolicy::kMax).Next(), KPolicy::kMax);
+  // Nothing compared: no gain to report.
+  EXPECT_EQ(p.Choose().reason, KPolicy::Reason::kFixed);
+  EXPECT_EQ(p.Choose().gain, 0.0);
+  EXPECT_EQ(KPolicy::Scripted({0, 2}).Choose().reason, KPolicy::Reason::kFixed);
 }
 
 TEST(KPolicyAdaptive, StartsAtItsInitialK) {
@@ -56,6 +60,8 @@ TEST(KPolicyAdaptive, StartsAtItsInitialK) {
   EXPECT_EQ(p.Next(), 6);
   EXPECT_EQ(KPolicy::Adaptive().Next(), 4);
   EXPECT_EQ(p.VerifyCost(5), 0.0);  // nothing measured yet
+  EXPECT_EQ(p.Choose().reason, KPolicy::Reason::kInitial);
+  EXPECT_EQ(p.Choose().gain, 0.0);
   // A round with nothing drafted is not a round: still at the initial K.
   p.Observe(0, 0, 0.0, 0.01);
   EXPECT_EQ(p.Next(), 6);
@@ -195,6 +201,8 @@ TEST(KPolicyLoadAware, WeightBoundTargetKeepsALargeK) {
   FeedLoaded(p, 50, 4, 0.8, 0.020, 1e-5, 16, 1e-3);
   EXPECT_TRUE(p.load_aware());
   EXPECT_GE(p.Next(), 6);
+  EXPECT_EQ(p.Choose().reason, KPolicy::Reason::kBest);
+  EXPECT_GT(p.Choose().gain, 2.0);  // ~4 tokens a round for about a plain pass's cost
 }
 
 TEST(KPolicyLoadAware, ComputeBoundBatchFallsToPlainDecoding) {
@@ -203,6 +211,10 @@ TEST(KPolicyLoadAware, ComputeBoundBatchFallsToPlainDecoding) {
   KPolicy p = KPolicy::Adaptive(4);
   FeedLoaded(p, 50, 4, 0.7, 0.0005, 0.002, 32, 1e-4);
   EXPECT_EQ(p.Next(), 0);
+  // No K > 0 predicts as much as plain decoding, margins aside.
+  EXPECT_EQ(p.Choose().reason, KPolicy::Reason::kPlainRate);
+  EXPECT_GT(p.Choose().gain, 0.0);
+  EXPECT_LT(p.Choose().gain, 1.0);
 }
 
 TEST(KPolicyLoadAware, SaturatedTargetAlternatingTwoBatchesFallsToPlain) {
@@ -301,7 +313,11 @@ TEST(KPolicyLoadAware, ALateDrafterAmongPlainBatchMatesStaysPlainOnANearTie) {
   // The mates decode plainly (1 token a session) and this session's block
   // would come 35 ms after its verdict, past the target's 30 ms gather: it
   // would miss their pass, so the near tie goes to plain decoding.
-  EXPECT_EQ(LoadedNearTie(0.015, 1.0, 0.030).Next(), 0);
+  const KPolicy::Choice late = LoadedNearTie(0.015, 1.0, 0.030).Choose();
+  EXPECT_EQ(late.k, 0);
+  EXPECT_EQ(late.reason, KPolicy::Reason::kPlainLate);
+  EXPECT_GT(late.gain, 1 + KPolicy::kLoadMargin);
+  EXPECT_LT(late.gain, 1 + KPolicy::kLonePremium);
   // Mates that draft answer late too: the batch stays together.
   EXPECT_GE(LoadedNearTie(0.015, 2.5, 0.030).Next(), 1);
   // A block within the gather (5 ms for K 1) makes the pass.
@@ -348,7 +364,11 @@ TEST(KPolicyLoadAware, ABatchDraftsOnlyForAClearGain) {
   EXPECT_EQ(DraftingBatchOf8(0.122).Next(), 0);
   // 1.5 tokens in 116 ms, 15% more: still within it (25%; with 10% Poisson
   // arrivals drafted for a loss, k_policy.h).
-  EXPECT_EQ(DraftingBatchOf8(0.110).Next(), 0);
+  const KPolicy::Choice held = DraftingBatchOf8(0.110).Choose();
+  EXPECT_EQ(held.k, 0);
+  // The gain it held back: 1.5 tokens in 116 ms against 1 in 89 ms.
+  EXPECT_EQ(held.reason, KPolicy::Reason::kPlainMargin);
+  EXPECT_NEAR(held.gain, 1.15, 0.03);
   // 1.5 tokens in 101 ms, 32% more: drafting.
   EXPECT_GE(DraftingBatchOf8(0.095).Next(), 1);
 }
@@ -402,6 +422,7 @@ TEST(KPolicyLoadAware, PlainDecodingChosenOnAFewUnluckyRoundsIsExploredAgain) {
     p.ObserveTarget(kLoneAvx2, 0.0008);
   }
   ASSERT_EQ(explored_at, KPolicy::kExploreAfter);
+  EXPECT_EQ(p.Choose().reason, KPolicy::Reason::kExplore);
   // The draft is in fact good (every token accepted, 20 ms a proposal): the
   // explorations bring K back for good.
   for (int i = 0; i < 60; ++i) {

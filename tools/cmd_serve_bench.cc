@@ -135,6 +135,7 @@ absl::Status RunLoadMode(const CliArgs& args, const SendFn& send, bool openai,
   ASSIGN_OR_RETURN(int64_t repeats, args.Int("repeats", 1, 100));
   ASSIGN_OR_RETURN(base.slo_ttft_ms, args.Double("slo-ttft-ms", 0, 1e9));
   ASSIGN_OR_RETURN(base.slo_itl_ms, args.Double("slo-itl-ms", 0, 1e9));
+  const std::string metrics_url = openai ? "" : args.Str("coordinator-metrics");
   std::vector<int> levels;
   for (absl::string_view c : absl::StrSplit(args.Str("concurrency"), ',', absl::SkipEmpty())) {
     int n = 0;
@@ -179,7 +180,15 @@ absl::Status RunLoadMode(const CliArgs& args, const SendFn& send, bool openai,
           c.drafter = modes[m];
           c.k = modes[m] != v1::DRAFTER_NONE ? static_cast<int32_t>(k) : 0;
           c.duration_s = base.duration_s / static_cast<double>(repeats);
+          KChoiceCounts before;
+          if (!metrics_url.empty()) {
+            ASSIGN_OR_RETURN(before, ScrapeKChoices(metrics_url));
+          }
           ASSIGN_OR_RETURN(LoadResult r, RunLoad(send, prompts, c));
+          if (!metrics_url.empty()) {
+            ASSIGN_OR_RETURN(KChoiceCounts after, ScrapeKChoices(metrics_url));
+            r.k_choices = after.Since(before);
+          }
           slices[m].push_back(std::move(r));
         }
       }
@@ -368,6 +377,9 @@ int ServeBench(int argc, char** argv) {
   args.Flag("openai-url", "",
             "load mode against any OpenAI-compatible server instead (http://host:port, POST /v1/completions "
             "streamed; the prompts as token ids of --target-model's tokenizer)");
+  args.Flag("coordinator-metrics", "",
+            "with --concurrency: http://host:port of the coordinator's metrics; each row then says why its rounds' K "
+            "was chosen (specserve_k_choices_total) and the gain drafting promised");
   args.Flag("openai-model", "", "with --openai-url: the `model` field sent (default: the first of GET /v1/models)");
   args.Flag("api-key-file", "", "with --openai-url: a file holding the Bearer API key");
   return RunCommand(args, argc, argv, "serve-bench", Run);

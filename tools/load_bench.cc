@@ -202,13 +202,16 @@ absl::StatusOr<LoadResult> MergeLoad(const std::vector<LoadResult>& parts) {
   config.duration_s = 0;
   std::vector<RequestSample> samples;
   double wall_s = 0;
+  KChoiceCounts k_choices;
   for (const LoadResult& p : parts) {
+    k_choices += p.k_choices;
     config.duration_s += p.config.duration_s;
     wall_s += p.wall_s;
     samples.insert(samples.end(), p.samples.begin(), p.samples.end());
   }
   ASSIGN_OR_RETURN(LoadResult r, SummarizeLoad(config, std::move(samples), wall_s));
   r.repeats = static_cast<int>(parts.size());
+  r.k_choices = std::move(k_choices);
   return r;
 }
 
@@ -231,6 +234,7 @@ void PrintLoadRow(const LoadResult& r) {
               static_cast<long long>(r.requests), static_cast<long long>(r.errors), r.throughput(), r.goodput(),
               r.ttft_ms.p50, r.ttft_ms.p99, r.itl_ms.p50, r.itl_ms.p99, r.tpot_ms.p50, r.tpot_ms.p99, r.e2e_ms.p50,
               r.e2e_ms.p99, r.acceptance(), r.tokens_per_pass());
+  if (!r.k_choices.empty()) std::printf("%19s K: %s\n", "", r.k_choices.Line().c_str());
 }
 
 nlohmann::json LoadRowJson(const LoadResult& r) {
@@ -262,6 +266,7 @@ nlohmann::json LoadRowJson(const LoadResult& r) {
     j[std::string(name) + "_p99_ms"] = p->p99;
   }
   if (!r.first_error.empty()) j["first_error"] = r.first_error;
+  if (!r.k_choices.empty()) j["k_choices"] = r.k_choices.Json();
   return j;
 }
 

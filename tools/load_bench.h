@@ -26,6 +26,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/tokenizer.h"
+#include "tools/k_choice_scrape.h"
 #include "specserve/v1/generation.grpc.pb.h"
 
 namespace specserve::cli {
@@ -101,6 +102,9 @@ struct LoadResult {
   std::string first_error;
   int repeats = 1;                     // slices merged into this row (MergeLoad)
   std::vector<RequestSample> samples;  // every request, for merging
+  // With serve-bench --coordinator-metrics: why the coordinator's K policy
+  // chose each round's K during this row (summed over its slices).
+  KChoiceCounts k_choices;
 
   double throughput() const { return wall_s > 0 ? tokens / wall_s : 0; }
   double goodput() const { return wall_s > 0 ? good_tokens / wall_s : 0; }
