@@ -195,15 +195,15 @@ KPolicy::Choice KPolicy::Choose() const {
   if (best == 0 && best_drafting > rate(0) * (1 + 1e-9)) {
     c.reason = alone_and_late(best_drafting_k) ? Reason::kPlainLate : Reason::kPlainMargin;
   }
+  // Plain for a while: one round of K = 1 measures acceptance and the
+  // draft's cost again (see the header). Also in a request that has not
+  // drafted yet: it started from another request's figures (Seed), and its
+  // plain rounds post nothing, so without it every later request would
+  // start from the same stale figures.
+  if (best == 0 && plain_streak_ >= ExploreWait()) return Choice{1, Reason::kExplore, c.gain};
   // A first round knows the load but not the draft's step cost: the load
   // may lower the initial K, never raise it.
-  if (rounds_ == 0) {
-    c.k = std::min(best, k_);
-    return c;
-  }
-  // Plain for a while: one round of K = 1 measures acceptance and the
-  // draft's cost again (see the header).
-  if (best == 0 && plain_streak_ >= ExploreWait()) return Choice{1, Reason::kExplore, c.gain};
+  if (rounds_ == 0) c.k = std::min(best, k_);
   return c;
 }
 
