@@ -42,7 +42,9 @@
 // rounds, every later round plain, against 0.85 measured with a fixed K).
 // So after kExploreAfter plain rounds in a row the policy drafts K = 1 for one
 // round, and doubles that wait (up to kExploreMax) each time the exploration
-// does not bring K back; a K > 0 the policy chose itself resets it. In a
+// does not bring K back; a K > 0 the policy chose itself resets it. A
+// request that has not drafted yet explores too: it started from another
+// request's figures (Seed), and its plain rounds post none. In a
 // target's batch of B sessions each waits B times as long, so that the batch
 // as a whole explores about as often as one session alone: under a saturated
 // target an exploring round costs the batch one more token in a pass of many.
