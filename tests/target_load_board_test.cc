@@ -128,16 +128,13 @@ TEST(KPolicySeed, ASeededRequestThatNeverDraftedStillExplores) {
   p.ObserveTarget(lone, 0.001);
   p.Seed(unlucky);
   ASSERT_EQ(p.Next(), 0);
-  int explored_at = -1;
-  for (int i = 0; i < 4 * KPolicy::kExploreAfter && explored_at < 0; ++i) {
-    if (p.Next() > 0) {
-      explored_at = i;
-      break;
-    }
+  int plain = 0;  // plain rounds before it drafts again
+  while (p.Next() == 0 && plain < 4 * KPolicy::kExploreAfter) {
     p.Observe(0, 0, 0.0, 0.045);
     p.ObserveTarget(lone, 0.001);
+    ++plain;
   }
-  EXPECT_EQ(explored_at, KPolicy::kExploreAfter);
+  EXPECT_EQ(plain, KPolicy::kExploreAfter);
   EXPECT_EQ(p.Choose().reason, KPolicy::Reason::kExplore);
 }
 
