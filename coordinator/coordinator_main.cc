@@ -94,6 +94,8 @@ absl::StatusOr<Flags> ReadFlags(const CliArgs& a) {
     f.coordinator.default_k = static_cast<int>(kv);
   }
   f.coordinator.default_max_tokens = static_cast<int>(max_tokens);
+  ASSIGN_OR_RETURN(int64_t spec_max, a.Int("speculation-max-sessions", 0, 1 << 20));
+  f.coordinator.speculation_max_sessions = static_cast<int>(spec_max);
   ASSIGN_OR_RETURN(f.stats_interval_s, a.Double("stats-interval-s", 0, 24 * 3600));
   f.upstreams.max_message_bytes = f.server.max_message_bytes;
   // Mutual TLS toward the services only: the public --listen port stays
@@ -126,6 +128,9 @@ int Main(int argc, char** argv) {
   args.Flag("draft", "", "the draft service, HOST:PORT (optional; without it requests draft with n-grams)");
   args.Flag("default-k", "4", "tokens drafted per round when a request does not say: 0..16 or \"adaptive\"");
   args.Flag("default-max-tokens", "128", "max_tokens when a request does not say");
+  args.Flag("speculation-max-sessions", "0",
+            "every request decodes plainly while the target reports this many sessions open or more, whatever "
+            "its K (vLLM's disable-by-batch-size; 0: never)");
   args.Flag("connect-timeout", "60", "seconds to wait at start for the target to answer");
   args.Flag("overlap", "on", "on: the draft service drafts the next block while the target verifies; off: they take turns");
   args.Flag("verify-timeout-s", "60", "a verify call slower than this fails the request with UNAVAILABLE (0: wait)");

@@ -118,7 +118,7 @@ void KPolicy::Seed(const KPolicy& other) {
 }
 
 void KPolicy::ObserveTarget(const TargetLoad& load, double network_seconds) {
-  if (!adaptive_ || !load.known) return;
+  if ((!adaptive_ && disable_at_ <= 0) || !load.known) return;
   const bool first = !load_.known;
   load_ = load;
   network_s_ += (first ? 1.0 : 1.0 - kDecay) * (std::max(0.0, network_seconds) - network_s_);
@@ -133,12 +133,14 @@ const char* KPolicy::ReasonName(Reason r) {
     case Reason::kPlainRate: return "plain_rate";
     case Reason::kPlainMargin: return "plain_margin";
     case Reason::kPlainLate: return "plain_late";
+    case Reason::kPlainLoad: return "plain_load";
   }
   return "unknown";
 }
 
 KPolicy::Choice KPolicy::Choose() const {
   if (!script_.empty()) return Choice{script_[script_round_ % script_.size()], Reason::kFixed};
+  if (disable_at_ > 0 && load_.known && load_.active_sessions >= disable_at_) return Choice{0, Reason::kPlainLoad};
   if (!adaptive_) return Choice{k_, Reason::kFixed};
   // Before its first round a policy has only its initial K, unless it was
   // given the target's load (a new request under load: coordinator/target_load_board.h).

@@ -120,8 +120,9 @@ class KPolicy {
     kPlainRate,    // plain decoding: no K > 0 predicts a higher rate
     kPlainMargin,  // plain: a K > 0 predicts more, but not kLoadMargin more
     kPlainLate,    // plain: a K > 0 predicts more, but not kLonePremium more
+    kPlainLoad,    // plain: the target has DisableAtSessions or more sessions open
   };
-  static constexpr int kReasons = 7;
+  static constexpr int kReasons = 8;
   static const char* ReasonName(Reason r);
   struct Choice {
     int32_t k = 0;
@@ -155,6 +156,11 @@ class KPolicy {
   // ignored when not known (in-process targets).
   void ObserveTarget(const TargetLoad& load, double network_seconds);
   bool load_aware() const { return load_.known; }
+  // Plain decoding, fixed K or adaptive, while the target reports `n` or
+  // more sessions open (coordinator --speculation-max-sessions; vLLM's
+  // disable-by-batch-size): for deployments that want plain decoding's
+  // inter-token tail under load whatever drafting would gain. 0: never.
+  void DisableAtSessions(int32_t n) { disable_at_ = n; }
   // Before its first round: start from what `other` (another request's
   // policy on the same services, coordinator/target_load_board.h) measured,
   // its acceptance and its lines for the draft's wait and the verify, in
@@ -212,6 +218,7 @@ class KPolicy {
   int32_t explore_after_ = kExploreAfter;  // ... before an exploring K = 1, times the batch:
   int64_t ExploreWait() const;
   TargetLoad load_;           // the latest report
+  int32_t disable_at_ = 0;    // DisableAtSessions
   double network_s_ = 0;      // decayed mean seconds of a verify call outside the target
 };
 

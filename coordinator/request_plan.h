@@ -34,6 +34,9 @@ struct CoordinatorOptions {
   int draft_lookup = 2;
   // A prompt longer than this is refused by its size, before tokenizing.
   int64_t max_prompt_bytes = 1 << 20;
+  // Every request decodes plainly while the target has this many sessions
+  // open or more (KPolicy::DisableAtSessions; 0: never).
+  int speculation_max_sessions = 0;
   // A verify call slower than this fails the request with UNAVAILABLE (0: no limit).
   std::chrono::milliseconds verify_timeout{60000};
 };

@@ -110,6 +110,31 @@ TEST_F(GenerationTest, GreedyWithoutDraftLookupIsExactToo) {
   }
 }
 
+// --speculation-max-sessions N: plain decoding, whatever the request's K,
+// while the target reports N or more sessions open. With N = 1 a request's
+// own session is enough: after the first verdict (the first load report)
+// every round is plain, the next request plain from its first round, and
+// the output is still exact.
+TEST_F(GenerationTest, SpeculationMaxSessionsDecodesPlainlyUnderLoad) {
+  e2e::ClusterOptions o;
+  o.coordinator_args = {"--speculation-max-sessions", "1"};
+  Cluster c(o);
+  ASSERT_TRUE(c.ready) << c.Logs();
+  constexpr int kTokens = 40;
+  for (int i = 0; i < 2; ++i) {
+    const std::string before = Scrape(c.coordinator_metrics);
+    e2e::StreamResult r = e2e::Generate(*c.stub, Request(kPrompts[i], kTokens, v1::DRAFTER_MODEL, 4));
+    ASSERT_TRUE(r.status.ok()) << r.status.error_message() << c.Logs();
+    EXPECT_EQ(r.ids, Reference(kPrompts[i], kTokens)) << kPrompts[i];
+    const v1::GenerationStats& s = r.final.stats();
+    // At most the first request's first round drafted.
+    EXPECT_LE(s.drafted(), i == 0 ? 4 : 0);
+    const double plain = Metric(Scrape(c.coordinator_metrics), "specserve_k_choices_total", {"reason=\"plain_load\""}) -
+                         std::max(0.0, Metric(before, "specserve_k_choices_total", {"reason=\"plain_load\""}));
+    EXPECT_GE(plain, s.rounds() - (i == 0 ? 1 : 0));
+  }
+}
+
 TEST_F(GenerationTest, ConcurrentRequestsAreBatchedAndExact) {
   // Several sessions at once share the services' forward passes (continuous
   // batching); each must still get exactly its own greedy continuation.

@@ -563,6 +563,32 @@ TEST(KPolicyLoadAware, ALookAheadThatHitsMakesLongerBlocksCheap) {
   EXPECT_GE(mean_k, 2.0);
 }
 
+TEST(KPolicyLoadAware, DisableAtSessionsTurnsAnyKPlainWhileTheTargetIsThatBusy) {
+  // A weight-bound target where drafting pays (adaptive K stays high).
+  KPolicy adaptive = KPolicy::Adaptive(4);
+  adaptive.DisableAtSessions(3);
+  FeedLoaded(adaptive, 50, 4, 0.8, 0.020, 1e-5, 2, 1e-3);
+  EXPECT_GE(adaptive.Next(), 4);
+  KPolicy fixed = KPolicy::Fixed(3);
+  fixed.DisableAtSessions(3);
+  TargetLoad load{true, 0.020, 1e-5, 2, 2, {}};
+  fixed.ObserveTarget(load, 0.001);
+  EXPECT_EQ(fixed.Next(), 3);
+  // Three sessions open: plain, fixed or adaptive, and why.
+  load.active_sessions = 3;
+  for (KPolicy* p : {&adaptive, &fixed}) {
+    p->ObserveTarget(load, 0.001);
+    EXPECT_EQ(p->Next(), 0);
+    EXPECT_EQ(p->Choose().reason, KPolicy::Reason::kPlainLoad);
+  }
+  // The load falls: each K again.
+  load.active_sessions = 2;
+  adaptive.ObserveTarget(load, 0.001);
+  fixed.ObserveTarget(load, 0.001);
+  EXPECT_GE(adaptive.Next(), 4);
+  EXPECT_EQ(fixed.Next(), 3);
+}
+
 TEST(KPolicyLoadAware, FixedKIgnoresTheReport) {
   KPolicy p = KPolicy::Fixed(3);
   FeedLoaded(p, 50, 3, 0.1, 0.0005, 0.002, 32, 1e-4);
