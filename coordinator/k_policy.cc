@@ -199,10 +199,13 @@ KPolicy::Choice KPolicy::Choose() const {
   }
   // Plain for a while: one round of K = 1 measures acceptance and the
   // draft's cost again (see the header). Also in a request that has not
-  // drafted yet: it started from another request's figures (Seed), and its
-  // plain rounds post nothing, so without it every later request would
-  // start from the same stale figures.
-  if (best == 0 && plain_streak_ >= ExploreWait()) return Choice{1, Reason::kExplore, c.gain};
+  // drafted yet, alone on the target: it started from another request's
+  // figures (Seed), and its plain rounds post nothing, so without it every
+  // later request would start from the same stale figures. In a batch such
+  // a request does not: its exploration set the batch flipping between
+  // plain and drafting rounds, late for each other's passes (see the header).
+  const bool may_explore = rounds_ > 0 || !batched;
+  if (best == 0 && may_explore && plain_streak_ >= ExploreWait()) return Choice{1, Reason::kExplore, c.gain};
   // A first round knows the load but not the draft's step cost: the load
   // may lower the initial K, never raise it.
   if (rounds_ == 0) c.k = std::min(best, k_);

@@ -112,7 +112,7 @@ TEST(KPolicySeed, TheRequestsOwnRoundsSoonOutweighTheSeed) {
   EXPECT_GT(p.acceptance_estimate(), 0.8);
 }
 
-TEST(KPolicySeed, ASeededRequestThatNeverDraftedStillExplores) {
+TEST(KPolicySeed, ASeededRequestThatNeverDraftedExploresWhenAlone) {
   // One client (the ~1B Q8_0 pair through the services on the 2-core Zen 4):
   // the request before ended on a prompt the draft did not know, and posted
   // that. Seeded with it the next request starts plain; its plain rounds
@@ -136,6 +136,18 @@ TEST(KPolicySeed, ASeededRequestThatNeverDraftedStillExplores) {
   }
   EXPECT_EQ(plain, KPolicy::kExploreAfter);
   EXPECT_EQ(p.Choose().reason, KPolicy::Reason::kExplore);
+  // In a batch of 2 it does not (its exploration would be late among plain
+  // mates): it leaves that to requests that have drafted.
+  TargetLoad pair = lone;
+  pair.sessions_per_pass = pair.active_sessions = 2;
+  KPolicy batched = KPolicy::Adaptive(4);
+  batched.ObserveTarget(pair, 0.001);
+  batched.Seed(unlucky);
+  for (int i = 0; i < 8 * KPolicy::kExploreAfter; ++i) {
+    ASSERT_EQ(batched.Next(), 0) << "plain round " << i;
+    batched.Observe(0, 0, 0.0, 0.049);
+    batched.ObserveTarget(pair, 0.001);
+  }
 }
 
 TEST(KPolicySeed, OnlyALearnedPolicySeedsAndOnlyBeforeTheFirstRound) {
