@@ -177,12 +177,13 @@ KPolicy::Choice KPolicy::Choose() const {
     return batched && k > 0 ? 1 + kLoadMargin : 1.0;
   };
   auto rate = [&](int32_t k) { return (1 - std::pow(a, k + 1)) / (1 - a) / std::max(1e-9, round_seconds(k)); };
+  const double plain_rate = rate(0);
   int32_t best = k_min;
   double best_rate = -1;
   double best_drafting = 0;  // the highest rate of a K > 0, before premiums
   int32_t best_drafting_k = kMin;
   for (int32_t k = k_min; k <= kMax; ++k) {
-    const double r = rate(k);
+    const double r = k == 0 ? plain_rate : rate(k);
     if (k > 0 && r > best_drafting) {
       best_drafting = r;
       best_drafting_k = k;
@@ -193,8 +194,8 @@ KPolicy::Choice KPolicy::Choose() const {
       best = k;
     }
   }
-  Choice c{best, best > 0 ? Reason::kBest : Reason::kPlainRate, best_drafting / rate(0)};
-  if (best == 0 && best_drafting > rate(0) * (1 + 1e-9)) {
+  Choice c{best, best > 0 ? Reason::kBest : Reason::kPlainRate, best_drafting / plain_rate};
+  if (best == 0 && best_drafting > plain_rate * (1 + 1e-9)) {
     c.reason = alone_and_late(best_drafting_k) ? Reason::kPlainLate : Reason::kPlainMargin;
   }
   // Plain for a while: one round of K = 1 measures acceptance and the

@@ -50,7 +50,7 @@
 // batch: there its explorations set the batch flipping between plain and
 // drafting rounds, late for each other's passes (2 clients, 32-token
 // requests: 0.98-1.15x plain's throughput, p99 inter-token latency
-// 1.5-1.9x plain's, against 0.97-0.98x and 1.07-1.24x without). In a
+// 1.5-1.9x plain's, against 0.94-0.97x and 1.07-1.24x without). In a
 // target's batch of B sessions each waits B times as long, so that the batch
 // as a whole explores about as often as one session alone: under a saturated
 // target an exploring round costs the batch one more token in a pass of many.

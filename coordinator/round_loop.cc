@@ -100,9 +100,8 @@ class Loop {
   }
 
   // A round commits at most k + 1 tokens; drafting past the budget is waste.
-  int32_t NextK() const {
-    return drafter_ ? static_cast<int32_t>(std::min<int64_t>(opts_.k.Next(), remaining() - 1)) : 0;
-  }
+  int32_t NextK() const { return drafter_ ? Capped(opts_.k.Next()) : 0; }
+  int32_t Capped(int32_t k) const { return static_cast<int32_t>(std::min<int64_t>(k, remaining() - 1)); }
   bool Aside(int32_t k) const { return k == 0 && drafter_ && !unopened_ && drafter_->remote() && ahead_; }
 
   // The first round with K > 0 of a request that began with plain rounds:
@@ -142,8 +141,9 @@ class Loop {
   // Called even with k = 0 so the drafter hears every verdict in order. A
   // failed drafter is replaced and the replacement proposes this round.
   Proposal Propose(RoundRecord& rec) {
-    rec.k = NextK();
+    // The policy's choice, kept with its reason for the metrics.
     if (drafter_) rec.choice = opts_.k.Choose();
+    rec.k = rec.choice ? Capped(rec.choice->k) : 0;
     if (unopened_) {
       if (rec.k == 0) {  // still plain: nothing to tell a drafter that never opened
         proposed_ = false;
