@@ -96,6 +96,8 @@ absl::StatusOr<Flags> ReadFlags(const CliArgs& a) {
   f.coordinator.default_max_tokens = static_cast<int>(max_tokens);
   ASSIGN_OR_RETURN(int64_t spec_max, a.Int("speculation-max-sessions", 0, 1 << 20));
   f.coordinator.speculation_max_sessions = static_cast<int>(spec_max);
+  ASSIGN_OR_RETURN(int64_t cohort_ms, a.Int("cohort-epoch-ms", 0, 3600 * 1000));
+  f.coordinator.cohort_epoch = std::chrono::milliseconds(cohort_ms);
   ASSIGN_OR_RETURN(f.stats_interval_s, a.Double("stats-interval-s", 0, 24 * 3600));
   f.upstreams.max_message_bytes = f.server.max_message_bytes;
   // Mutual TLS toward the services only: the public --listen port stays
@@ -131,6 +133,9 @@ int Main(int argc, char** argv) {
   args.Flag("speculation-max-sessions", "0",
             "every request decodes plainly while the target reports this many sessions open or more, whatever "
             "its K (vLLM's disable-by-batch-size; 0: never)");
+  args.Flag("cohort-epoch-ms", "2000",
+            "adaptive K under load: epochs in which every request either keeps or waives the K policy's margins "
+            "for drafting in a batch, each way's tokens/s measured against the other's (0: margins always kept)");
   args.Flag("connect-timeout", "60", "seconds to wait at start for the target to answer");
   args.Flag("overlap", "on", "on: the draft service drafts the next block while the target verifies; off: they take turns");
   args.Flag("verify-timeout-s", "60", "a verify call slower than this fails the request with UNAVAILABLE (0: wait)");

@@ -134,6 +134,7 @@ const char* KPolicy::ReasonName(Reason r) {
     case Reason::kPlainMargin: return "plain_margin";
     case Reason::kPlainLate: return "plain_late";
     case Reason::kPlainLoad: return "plain_load";
+    case Reason::kCohort: return "cohort";
   }
   return "unknown";
 }
@@ -197,6 +198,7 @@ KPolicy::Choice KPolicy::Choose() const {
   Choice c{best, best > 0 ? Reason::kBest : Reason::kPlainRate, best_drafting / plain_rate};
   if (best == 0 && best_drafting > plain_rate * (1 + 1e-9)) {
     c.reason = alone_and_late(best_drafting_k) ? Reason::kPlainLate : Reason::kPlainMargin;
+    if (waived_) c = Choice{best_drafting_k, Reason::kCohort, c.gain};
   }
   // Plain for a while: one round of K = 1 measures acceptance and the
   // draft's cost again (see the header). Also in a request that has not
@@ -206,10 +208,10 @@ KPolicy::Choice KPolicy::Choose() const {
   // a request does not: its exploration set the batch flipping between
   // plain and drafting rounds, late for each other's passes (see the header).
   const bool may_explore = rounds_ > 0 || !batched;
-  if (best == 0 && may_explore && plain_streak_ >= ExploreWait()) return Choice{1, Reason::kExplore, c.gain};
+  if (c.k == 0 && may_explore && plain_streak_ >= ExploreWait()) return Choice{1, Reason::kExplore, c.gain};
   // A first round knows the load but not the draft's step cost: the load
   // may lower the initial K, never raise it.
-  if (rounds_ == 0) c.k = std::min(best, k_);
+  if (rounds_ == 0) c.k = std::min(c.k, k_);
   return c;
 }
 

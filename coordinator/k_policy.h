@@ -127,8 +127,9 @@ class KPolicy {
     kPlainMargin,  // plain: a K > 0 predicts more, but not kLoadMargin more
     kPlainLate,    // plain: a K > 0 predicts more, but not kLonePremium more
     kPlainLoad,    // plain: the target has DisableAtSessions or more sessions open
+    kCohort,       // the best K > 0 that a premium alone held back, under WaivePremiums
   };
-  static constexpr int kReasons = 8;
+  static constexpr int kReasons = 9;
   static const char* ReasonName(Reason r);
   struct Choice {
     int32_t k = 0;
@@ -162,6 +163,12 @@ class KPolicy {
   // ignored when not known (in-process targets).
   void ObserveTarget(const TargetLoad& load, double network_seconds);
   bool load_aware() const { return load_.known; }
+  // While on, a round that kLoadMargin or kLonePremium alone would keep
+  // plain drafts the K of the highest predicted rate instead (reason
+  // kCohort): the coordinator's cohort gate (coordinator/cohort_gate.h)
+  // turns it on for every session at once in the epochs that measure
+  // drafting together against the premiums.
+  void WaivePremiums(bool on) { waived_ = on; }
   // Plain decoding, fixed K or adaptive, while the target reports `n` or
   // more sessions open (coordinator --speculation-max-sessions; vLLM's
   // disable-by-batch-size): for deployments that want plain decoding's
@@ -225,6 +232,7 @@ class KPolicy {
   int64_t ExploreWait() const;
   TargetLoad load_;           // the latest report
   int32_t disable_at_ = 0;    // DisableAtSessions
+  bool waived_ = false;       // WaivePremiums
   double network_s_ = 0;      // decayed mean seconds of a verify call outside the target
 };
 

@@ -16,6 +16,14 @@ namespace {
 using SteadyClock = std::chrono::steady_clock;
 double Since(SteadyClock::time_point t0) { return std::chrono::duration<double>(SteadyClock::now() - t0).count(); }
 
+// A round whose K a premium alone held back, or that drafted under the
+// cohort gate's waiver: the rounds the gate's arms differ on.
+bool Contested(const RoundRecord& r) {
+  if (!r.choice) return false;
+  const KPolicy::Reason why = r.choice->reason;
+  return why == KPolicy::Reason::kPlainMargin || why == KPolicy::Reason::kPlainLate || why == KPolicy::Reason::kCohort;
+}
+
 // Target errors keep the code when it speaks to the client; the rest mean
 // the target is unusable now: UNAVAILABLE, so the client may retry.
 absl::Status MapTargetError(const absl::Status& s, const RequestContext& rc) {
@@ -106,8 +114,14 @@ class GenerationRun {
     loop.on_logprobs = [this](absl::Span<const TokenLogprob> lps) {
       held_logprobs_.insert(held_logprobs_.end(), lps.begin(), lps.end());
     };
-    loop.on_round = [this](const RoundRecord& r) {
+    // The cohort gate (coordinator/cohort_gate.h) says when the K policy
+    // waives its premiums, and measures each way by the tokens committed.
+    CohortGate& cohort = up_.target_load().cohort();
+    const bool gated = cohort.on();
+    if (gated) loop.waive_premiums = [&cohort] { return cohort.Waived(SteadyClock::now()); };
+    loop.on_round = [this, &cohort, gated](const RoundRecord& r) {
       if (rc_.metrics) rc_.metrics->ObserveRound(r);
+      if (gated) cohort.Round(r.accepted + 1, Contested(r), SteadyClock::now());
     };
     loop.make_fallback = [this](const absl::Status& why, bool at_open) -> std::unique_ptr<Drafter> {
       // The request's own end (the client cancelled or went away, or its

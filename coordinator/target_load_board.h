@@ -16,6 +16,7 @@
 #include <mutex>
 #include <optional>
 
+#include "coordinator/cohort_gate.h"
 #include "coordinator/k_policy.h"
 #include "spec/round.h"
 
@@ -64,11 +65,11 @@ class TargetLoadBoard {
    public:
     explicit Live(TargetLoadBoard* board) : board_(board) {
       std::lock_guard<std::mutex> lock(board_->mu_);
-      ++board_->live_;
+      board_->cohort_.Live(++board_->live_, Clock::now());
     }
     ~Live() {
       std::lock_guard<std::mutex> lock(board_->mu_);
-      --board_->live_;
+      board_->cohort_.Live(--board_->live_, Clock::now());
     }
     Live(const Live&) = delete;
     Live& operator=(const Live&) = delete;
@@ -81,6 +82,10 @@ class TargetLoadBoard {
     std::lock_guard<std::mutex> lock(mu_);
     return live_;
   }
+
+  // Whether this coordinator's requests draft together under load (its
+  // occupancy is the count of Live holders).
+  CohortGate& cohort() { return cohort_; }
 
   // Policies are kept per drafter (`drafter`: its v1::Drafter value): an
   // n-gram drafter's acceptance and cost say nothing of the model's.
@@ -106,6 +111,7 @@ class TargetLoadBoard {
   };
   std::map<int, Learned> policies_;
   int live_ = 0;  // requests holding a Live
+  CohortGate cohort_;
 };
 
 }  // namespace specserve

@@ -595,5 +595,28 @@ TEST(KPolicyLoadAware, FixedKIgnoresTheReport) {
   EXPECT_EQ(p.Next(), 3);
 }
 
+TEST(KPolicyLoadAware, WaivedPremiumsDraftTheBestKTheyHeldBack) {
+  // The two cases above a premium alone kept plain: under the cohort gate's
+  // waiver (coordinator/cohort_gate.h) both draft, with the reason kCohort
+  // and the same promised gain.
+  for (KPolicy p : {LoadedNearTie(0.015, 1.0, 0.030), DraftingBatchOf8(0.110)}) {
+    const KPolicy::Choice kept = p.Choose();
+    ASSERT_EQ(kept.k, 0);
+    p.WaivePremiums(true);
+    const KPolicy::Choice waived = p.Choose();
+    EXPECT_GE(waived.k, 1);
+    EXPECT_EQ(waived.reason, KPolicy::Reason::kCohort);
+    EXPECT_DOUBLE_EQ(waived.gain, kept.gain);
+    p.WaivePremiums(false);
+    EXPECT_EQ(p.Choose().reason, kept.reason);
+  }
+  // Where no K beats plain decoding the waiver changes nothing: 1.5 tokens
+  // in 128 ms against 1 in 89 ms is a 4% gain, so test a loss instead.
+  KPolicy losing = DraftingBatchOf8(0.160);
+  losing.WaivePremiums(true);
+  EXPECT_EQ(losing.Choose().k, 0);
+  EXPECT_EQ(losing.Choose().reason, KPolicy::Reason::kPlainRate);
+}
+
 }  // namespace
 }  // namespace specserve
