@@ -15,11 +15,12 @@ bool CohortGate::Waived(Clock::time_point now) {
   return epoch_.count() > 0 && arm_ == kWaived;
 }
 
-void CohortGate::Round(int64_t tokens, bool contested, Clock::time_point now) {
+void CohortGate::Round(int64_t tokens, bool chose, bool contested, Clock::time_point now) {
   std::lock_guard<std::mutex> lock(mu_);
   Roll(now);
   tokens_ += tokens;
-  if (contested) ++contested_;
+  if (chose) ++chosen_;
+  if (chose && contested) ++contested_;
 }
 
 void CohortGate::Live(int live, Clock::time_point now) {
@@ -51,9 +52,17 @@ void CohortGate::Roll(Clock::time_point now) {
   live_since_ = now;
   const double seconds = Seconds(length);
   const int occupancy = static_cast<int>(std::lround(live_seconds_ / seconds));
-  // An epoch that ran long had an idle spell in it (nobody called): its
-  // rate says nothing about either arm.
-  if (contested_ > 0 && occupancy >= kMinOccupancy && length <= 3 * epoch_) {
+  // The gate runs at an occupancy from its first contested epoch there,
+  // and from then on measures every epoch there with K choices in it: once
+  // the waiver has moved a batch to drafting, its policies choose drafting
+  // themselves (no mate is plain, no late premium), and those epochs are
+  // the waiver's too. An epoch that ran long had an idle spell in it
+  // (nobody called): its rate says nothing about either arm.
+  const bool contested = contested_ > 0 && contested_ >= kContestedShare * chosen_;
+  const bool running = by_occupancy_.count(occupancy) > 0;
+  const bool measured =
+      occupancy >= kMinOccupancy && length <= 3 * epoch_ && chosen_ > 0 && (contested || running);
+  if (measured) {
     Rates& r = by_occupancy_[occupancy];
     const double w = r.weight[arm_] * kDecay;
     r.rate[arm_] = (r.rate[arm_] * w + tokens_ / seconds) / (w + 1);
@@ -66,23 +75,27 @@ void CohortGate::Roll(Clock::time_point now) {
       const bool lost = r.rate[arm_] <= r.rate[Other(arm_)];
       r.explore_every = lost ? std::min(2 * r.explore_every, kExploreMax) : kExploreFirst;
     }
-  }
-  // Uncontested, the arm made no difference: it stays (a batch that the
-  // waiver moved to drafting and whose policies now choose it themselves
-  // is not moved back to measure it).
-  if (contested_ > 0) {
     arm_ = Next(occupancy);
   } else {
+    arm_ = kKept;
     exploring_ = false;
   }
   start_ = now;
-  tokens_ = contested_ = 0;
+  tokens_ = chosen_ = contested_ = 0;
   live_seconds_ = 0;
 }
 
 CohortGate::Arm CohortGate::Next(int occupancy) {
   exploring_ = false;
   if (occupancy < kMinOccupancy) return kKept;
+  // More requests, less for drafting to gain: where the waiver lost at a
+  // lower occupancy it is not run at this one (seen under Poisson arrivals,
+  // whose occupancy wanders over 1-8: trying the waiver at each cost
+  // throughput and the tails).
+  for (const auto& [lower, rl] : by_occupancy_) {
+    if (lower >= occupancy) break;
+    if (rl.weight[kWaived] > 0 && rl.weight[kKept] > 0 && rl.rate[kWaived] <= rl.rate[kKept]) return kKept;
+  }
   Rates& r = by_occupancy_[occupancy];
   // An occupancy not measured yet: the waiver first (the arm in place has
   // run, at some occupancy, the epoch before).

@@ -21,17 +21,20 @@
 // rounded), and the next epoch takes the arm with the higher rate at the
 // occupancy now, running the other one every few epochs (after 2, doubling
 // to kExploreMax while it keeps losing) so that a change of load is seen.
-// Only contested epochs count: those in which some round's choice was held
-// back by a premium or made under the waiver. Where the policy predicts
-// that no K beats plain decoding (a saturated target), or with one request
-// on the target (no premium applies), the gate changes nothing.
+// Where the waiver lost at a lower occupancy it is not run at all.
+// The gate starts at an occupancy with its first contested epoch: one in
+// which at least kContestedShare of the rounds with a K choice were held
+// back by a premium or drafted under the waiver (a few such rounds among
+// plain_rate ones would draft alone, late for their batch-mates' pass).
+// Where the policy predicts that no K beats plain decoding (a saturated
+// target), or with one request on the target (no premium applies), the
+// gate changes nothing.
 //
 // Tokens per second at a given occupancy compares the arms under a closed
 // loop (the clients keep it fixed) and an open one (a faster arm serves the
 // same arrivals at a lower occupancy, each occupancy keeping its own rates).
 // An arm's epochs include the cost of switching to it, which favours the
-// arm in place. An uncontested epoch keeps its arm. Thread-safe; times come
-// from the caller (tests).
+// arm in place. Thread-safe; times come from the caller (tests).
 #pragma once
 
 #include <chrono>
@@ -47,7 +50,7 @@ class CohortGate {
   using Clock = std::chrono::steady_clock;
   enum Arm { kKept = 0, kWaived = 1 };
   static const char* ArmName(Arm arm);  // "kept", "waived"
-  // A contested epoch, as credited.
+  // An epoch the gate measured, as credited.
   struct Epoch {
     Arm arm;
     int occupancy;
@@ -74,14 +77,15 @@ class CohortGate {
 
   // Whether rounds starting at `now` waive the premiums.
   bool Waived(Clock::time_point now);
-  // A round that ended at `now` committed `tokens`; `contested`: its K
-  // choice was held back by a premium or made under the waiver.
-  void Round(int64_t tokens, bool contested, Clock::time_point now);
+  // A round that ended at `now` committed `tokens`; `chose`: the K policy
+  // chose its K (a round with a drafter); `contested`: that choice was held
+  // back by a premium or made under the waiver.
+  void Round(int64_t tokens, bool chose, bool contested, Clock::time_point now);
   // This coordinator's requests on the target changed to `live`.
   void Live(int live, Clock::time_point now);
 
   // An arm's decayed mean rate (tokens a second) at an occupancy, 0 before
-  // any contested epoch of it.
+  // any measured epoch of it.
   double Rate(int occupancy, Arm arm) const;
   int64_t epochs(Arm arm) const {
     std::lock_guard<std::mutex> lock(mu_);
@@ -92,6 +96,7 @@ class CohortGate {
   static constexpr int kExploreFirst = 2;  // epochs on the better arm before the other is run again
   static constexpr int kExploreMax = 16;
   static constexpr double kDecay = 0.7;  // an arm's rate weighs ~3 epochs
+  static constexpr double kContestedShare = 0.25;
 
  private:
   struct Rates {
@@ -110,10 +115,10 @@ class CohortGate {
   bool exploring_ = false;  // this epoch runs the arm that was losing
   bool started_ = false;
   Clock::time_point start_, live_since_;
-  int64_t tokens_ = 0, contested_ = 0;
+  int64_t tokens_ = 0, chosen_ = 0, contested_ = 0;
   double live_seconds_ = 0;  // the integral of live over the epoch
   int live_ = 0;
-  int64_t epochs_[2] = {0, 0};  // contested epochs credited, by arm
+  int64_t epochs_[2] = {0, 0};  // epochs measured, by arm
   std::function<void(const Epoch&)> on_epoch_;
 };
 

@@ -86,7 +86,7 @@ CoordinatorMetrics::CoordinatorMetrics(prometheus::Registry& r)
     k_choices_[i] = &choices.Add({{"reason", KPolicy::ReasonName(static_cast<KPolicy::Reason>(i))}});
   }
   auto& epochs = CounterFamily(r, "specserve_cohort_epochs_total",
-                               "Contested epochs of the cohort gate by arm: the K policy's margins kept or waived");
+                               "Epochs the cohort gate measured, by arm: the K policy's margins kept or waived");
   auto& tokens = CounterFamily(r, "specserve_cohort_epoch_tokens_total", "Tokens committed in those epochs, by arm");
   auto& seconds = CounterFamily(r, "specserve_cohort_epoch_seconds_total", "The length of those epochs, by arm");
   for (CohortGate::Arm arm : {CohortGate::kKept, CohortGate::kWaived}) {

@@ -121,7 +121,7 @@ class GenerationRun {
     if (gated) loop.waive_premiums = [&cohort] { return cohort.Waived(SteadyClock::now()); };
     loop.on_round = [this, &cohort, gated](const RoundRecord& r) {
       if (rc_.metrics) rc_.metrics->ObserveRound(r);
-      if (gated) cohort.Round(r.accepted + 1, Contested(r), SteadyClock::now());
+      if (gated) cohort.Round(r.accepted + 1, r.choice.has_value(), Contested(r), SteadyClock::now());
     };
     loop.make_fallback = [this](const absl::Status& why, bool at_open) -> std::unique_ptr<Drafter> {
       // The request's own end (the client cancelled or went away, or its

@@ -25,7 +25,7 @@ struct Sim {
     for (int i = 0; i < steps; ++i) {
       const bool w = gate.Waived(t);
       on += w ? 1 : 0;
-      gate.Round(w ? waived : kept, contested, t);
+      gate.Round(w ? waived : kept, /*chose=*/true, contested, t);
       t += milliseconds(100);
     }
     return on;
@@ -39,7 +39,7 @@ TEST(CohortGate, OffNeverWaives) {
   const Clock::time_point t0 = Clock::now();
   gate.Live(4, t0);
   for (int i = 0; i < 100; ++i) {
-    gate.Round(1, true, t0 + milliseconds(100 * i));
+    gate.Round(1, true, true, t0 + milliseconds(100 * i));
     EXPECT_FALSE(gate.Waived(t0 + milliseconds(100 * i)));
   }
 }
@@ -57,6 +57,28 @@ TEST(CohortGate, NothingContestedNothingTried) {
   Sim s;
   s.Live(4);
   EXPECT_EQ(s.Run(300, 3, 6, /*contested=*/false), 0);
+}
+
+TEST(CohortGate, AFewContestedRoundsAmongUncontestedOnesAreNotABatchToMove) {
+  // 1 round in 5 held back by a premium, the rest plain_rate: below
+  // kContestedShare, so nothing is tried; 1 in 3 is enough.
+  Sim s;
+  s.Live(8);
+  int64_t on = 0;
+  for (int i = 0; i < 300; ++i) {
+    const bool w = s.gate.Waived(s.t);
+    on += w ? 1 : 0;
+    s.gate.Round(w ? 6 : 3, true, i % 5 == 0, s.t);
+    s.t += milliseconds(100);
+  }
+  EXPECT_EQ(on, 0);
+  for (int i = 0; i < 300; ++i) {
+    const bool w = s.gate.Waived(s.t);
+    on += w ? 1 : 0;
+    s.gate.Round(w ? 6 : 3, true, i % 3 == 0, s.t);
+    s.t += milliseconds(100);
+  }
+  EXPECT_GT(on, 0);
 }
 
 TEST(CohortGate, SettlesOnDraftingTogetherWhenItCommitsMore) {
@@ -103,6 +125,17 @@ TEST(CohortGate, EachOccupancyKeepsItsOwnRates) {
   s.Live(2);
   s.Run(20, 30, 36);
   EXPECT_GE(s.Run(300, 30, 36), 240);
+}
+
+TEST(CohortGate, WhereTheWaiverLostAtFewerRequestsItIsNotTriedAtMore) {
+  Sim s;
+  s.Live(2);
+  s.Run(300, 30, 24);  // at 2 requests drafting together loses
+  const int64_t before = s.gate.epochs(CohortGate::kWaived);
+  s.Live(5);
+  EXPECT_EQ(s.Run(300, 50, 70), 0);  // so at 5 it is not run, whatever it would give
+  EXPECT_EQ(s.gate.epochs(CohortGate::kWaived), before);
+  EXPECT_GT(s.gate.Rate(5, CohortGate::kKept), 0);
 }
 
 TEST(CohortGate, AnIdleSpellCreditsNoArm) {
