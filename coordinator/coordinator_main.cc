@@ -133,9 +133,10 @@ int Main(int argc, char** argv) {
   args.Flag("speculation-max-sessions", "0",
             "every request decodes plainly while the target reports this many sessions open or more, whatever "
             "its K (vLLM's disable-by-batch-size; 0: never)");
-  args.Flag("cohort-epoch-ms", "2000",
+  args.Flag("cohort-epoch-ms", "0",
             "adaptive K under load: epochs in which every request either keeps or waives the K policy's margins "
-            "for drafting in a batch, each way's tokens/s measured against the other's (0: margins always kept)");
+            "for drafting in a batch, each way's tokens/s measured against the other's (0: off, margins always "
+            "kept; for steady loads of a few clients, not open-loop arrivals: docs/round_protocol.md)");
   args.Flag("connect-timeout", "60", "seconds to wait at start for the target to answer");
   args.Flag("overlap", "on", "on: the draft service drafts the next block while the target verifies; off: they take turns");
   args.Flag("verify-timeout-s", "60", "a verify call slower than this fails the request with UNAVAILABLE (0: wait)");

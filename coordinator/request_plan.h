@@ -39,7 +39,7 @@ struct CoordinatorOptions {
   int speculation_max_sessions = 0;
   // Adaptive K under load: the cohort gate's epoch (coordinator/cohort_gate.h;
   // 0: off, the K policy's premiums always hold).
-  std::chrono::milliseconds cohort_epoch{2000};
+  std::chrono::milliseconds cohort_epoch{0};
   // A verify call slower than this fails the request with UNAVAILABLE (0: no limit).
   std::chrono::milliseconds verify_timeout{60000};
 };
