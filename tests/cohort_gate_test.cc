@@ -16,15 +16,17 @@ using Clock = CohortGate::Clock;
 using std::chrono::milliseconds;
 
 // Runs `steps` rounds of 100 ms: each asks the gate for its arm and commits
-// `kept` or `waived` tokens accordingly. Returns the rounds that ran waived.
+// `kept` or `waived` tokens accordingly; one round in `contested_every` is
+// contested (0: none). Returns the rounds that ran waived.
 struct Sim {
   CohortGate gate{milliseconds(1000)};
   Clock::time_point t = Clock::time_point() + std::chrono::hours(1);
-  int64_t Run(int steps, int64_t kept, int64_t waived, bool contested = true) {
+  int64_t Run(int steps, int64_t kept, int64_t waived, int contested_every = 1) {
     int64_t on = 0;
     for (int i = 0; i < steps; ++i) {
       const bool w = gate.Waived(t);
       on += w ? 1 : 0;
+      const bool contested = contested_every > 0 && i % contested_every == 0;
       gate.Round(w ? waived : kept, /*chose=*/true, contested, t);
       t += milliseconds(100);
     }
@@ -56,7 +58,7 @@ TEST(CohortGate, NothingContestedNothingTried) {
   // a premium, and the gate never waives them.
   Sim s;
   s.Live(4);
-  EXPECT_EQ(s.Run(300, 3, 6, /*contested=*/false), 0);
+  EXPECT_EQ(s.Run(300, 3, 6, /*contested_every=*/0), 0);
 }
 
 TEST(CohortGate, AFewContestedRoundsAmongUncontestedOnesAreNotABatchToMove) {
@@ -64,21 +66,8 @@ TEST(CohortGate, AFewContestedRoundsAmongUncontestedOnesAreNotABatchToMove) {
   // kContestedShare, so nothing is tried; 1 in 3 is enough.
   Sim s;
   s.Live(8);
-  int64_t on = 0;
-  for (int i = 0; i < 300; ++i) {
-    const bool w = s.gate.Waived(s.t);
-    on += w ? 1 : 0;
-    s.gate.Round(w ? 6 : 3, true, i % 5 == 0, s.t);
-    s.t += milliseconds(100);
-  }
-  EXPECT_EQ(on, 0);
-  for (int i = 0; i < 300; ++i) {
-    const bool w = s.gate.Waived(s.t);
-    on += w ? 1 : 0;
-    s.gate.Round(w ? 6 : 3, true, i % 3 == 0, s.t);
-    s.t += milliseconds(100);
-  }
-  EXPECT_GT(on, 0);
+  EXPECT_EQ(s.Run(300, 3, 6, /*contested_every=*/5), 0);
+  EXPECT_GT(s.Run(300, 3, 6, /*contested_every=*/3), 0);
 }
 
 TEST(CohortGate, SettlesOnDraftingTogetherWhenItCommitsMore) {
