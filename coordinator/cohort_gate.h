@@ -22,6 +22,7 @@
 // occupancy now, running the other one every few epochs (after 2, doubling
 // to kExploreMax while it keeps losing) so that a change of load is seen.
 // Where the waiver lost at a lower occupancy it is not run at all.
+//
 // The gate starts at an occupancy with its first contested epoch: one in
 // which at least kContestedShare of the rounds with a K choice were held
 // back by a premium or drafted under the waiver (a few such rounds among
