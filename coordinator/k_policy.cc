@@ -198,7 +198,7 @@ KPolicy::Choice KPolicy::Choose() const {
   Choice c{best, best > 0 ? Reason::kBest : Reason::kPlainRate, best_drafting / plain_rate};
   if (best == 0 && best_drafting > plain_rate * (1 + 1e-9)) {
     c.reason = alone_and_late(best_drafting_k) ? Reason::kPlainLate : Reason::kPlainMargin;
-    if (waived_) c = Choice{best_drafting_k, Reason::kCohort, c.gain};
+    if (waived_) c = Choice{1, Reason::kCohort, c.gain};  // the smallest step (WaivePremiums)
   }
   // Plain for a while: one round of K = 1 measures acceptance and the
   // draft's cost again (see the header). Also in a request that has not

@@ -595,16 +595,16 @@ TEST(KPolicyLoadAware, FixedKIgnoresTheReport) {
   EXPECT_EQ(p.Next(), 3);
 }
 
-TEST(KPolicyLoadAware, WaivedPremiumsDraftTheBestKTheyHeldBack) {
+TEST(KPolicyLoadAware, WaivedPremiumsDraftOneTokenWhereTheyHeldDraftingBack) {
   // The two cases above a premium alone kept plain: under the cohort gate's
-  // waiver (coordinator/cohort_gate.h) both draft, with the reason kCohort
-  // and the same promised gain.
+  // waiver (coordinator/cohort_gate.h) both draft K = 1, with the reason
+  // kCohort and the same promised gain.
   for (KPolicy p : {LoadedNearTie(0.015, 1.0, 0.030), DraftingBatchOf8(0.110)}) {
     const KPolicy::Choice kept = p.Choose();
     ASSERT_EQ(kept.k, 0);
     p.WaivePremiums(true);
     const KPolicy::Choice waived = p.Choose();
-    EXPECT_GE(waived.k, 1);
+    EXPECT_EQ(waived.k, 1);
     EXPECT_EQ(waived.reason, KPolicy::Reason::kCohort);
     EXPECT_DOUBLE_EQ(waived.gain, kept.gain);
     p.WaivePremiums(false);
