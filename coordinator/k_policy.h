@@ -131,6 +131,12 @@ class KPolicy {
   };
   static constexpr int kReasons = 9;
   static const char* ReasonName(Reason r);
+  // Whether a premium decided the choice: it held drafting back
+  // (kPlainMargin, kPlainLate) or was waived (kCohort). The cohort gate's
+  // arms differ on such rounds only (coordinator/cohort_gate.h).
+  static bool PremiumDecided(Reason r) {
+    return r == Reason::kPlainMargin || r == Reason::kPlainLate || r == Reason::kCohort;
+  }
   struct Choice {
     int32_t k = 0;
     Reason reason = Reason::kFixed;

@@ -16,14 +16,6 @@ namespace {
 using SteadyClock = std::chrono::steady_clock;
 double Since(SteadyClock::time_point t0) { return std::chrono::duration<double>(SteadyClock::now() - t0).count(); }
 
-// A round whose K a premium alone held back, or that drafted under the
-// cohort gate's waiver: the rounds the gate's arms differ on.
-bool Contested(const RoundRecord& r) {
-  if (!r.choice) return false;
-  const KPolicy::Reason why = r.choice->reason;
-  return why == KPolicy::Reason::kPlainMargin || why == KPolicy::Reason::kPlainLate || why == KPolicy::Reason::kCohort;
-}
-
 // Target errors keep the code when it speaks to the client; the rest mean
 // the target is unusable now: UNAVAILABLE, so the client may retry.
 absl::Status MapTargetError(const absl::Status& s, const RequestContext& rc) {
@@ -121,7 +113,10 @@ class GenerationRun {
     if (gated) loop.waive_premiums = [&cohort] { return cohort.Waived(SteadyClock::now()); };
     loop.on_round = [this, &cohort, gated](const RoundRecord& r) {
       if (rc_.metrics) rc_.metrics->ObserveRound(r);
-      if (gated) cohort.Round(r.accepted + 1, r.choice.has_value(), Contested(r), SteadyClock::now());
+      if (gated) {
+        const bool contested = r.choice && KPolicy::PremiumDecided(r.choice->reason);
+        cohort.Round(r.accepted + 1, r.choice.has_value(), contested, SteadyClock::now());
+      }
     };
     loop.make_fallback = [this](const absl::Status& why, bool at_open) -> std::unique_ptr<Drafter> {
       // The request's own end (the client cancelled or went away, or its

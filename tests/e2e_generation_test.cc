@@ -96,9 +96,7 @@ TEST_F(GenerationTest, GreedyEqualsPlainDecodingForEveryDrafter) {
 // (--draft-lookup 2, the default). One without it: every greedy block comes
 // from the draft model, and the output is still plain greedy decoding.
 TEST_F(GenerationTest, GreedyWithoutDraftLookupIsExactToo) {
-  e2e::ClusterOptions o;
-  o.coordinator_args = {"--draft-lookup", "0"};
-  Cluster c(o);
+  Cluster c({.coordinator_args = {"--draft-lookup", "0"}});
   ASSERT_TRUE(c.ready) << c.Logs();
   constexpr int kTokens = 120;
   for (const char* prompt : kPrompts) {
@@ -116,9 +114,7 @@ TEST_F(GenerationTest, GreedyWithoutDraftLookupIsExactToo) {
 // every round is plain, the next request plain from its first round, and
 // the output is still exact.
 TEST_F(GenerationTest, SpeculationMaxSessionsDecodesPlainlyUnderLoad) {
-  e2e::ClusterOptions o;
-  o.coordinator_args = {"--speculation-max-sessions", "1"};
-  Cluster c(o);
+  Cluster c({.coordinator_args = {"--speculation-max-sessions", "1"}});
   ASSERT_TRUE(c.ready) << c.Logs();
   constexpr int kTokens = 40;
   for (int i = 0; i < 2; ++i) {
@@ -164,9 +160,7 @@ TEST_F(GenerationTest, ConcurrentRequestsAreBatchedAndExact) {
 // many times within a request, all still exact; the gate's metrics are
 // exported by arm.
 TEST_F(GenerationTest, AdaptiveKUnderAFastCohortGateIsExact) {
-  e2e::ClusterOptions o;
-  o.coordinator_args = {"--cohort-epoch-ms", "50"};
-  Cluster c(o);
+  Cluster c({.coordinator_args = {"--cohort-epoch-ms", "50"}});
   ASSERT_TRUE(c.ready) << c.Logs();
   constexpr int kTokens = 64;
   std::vector<e2e::StreamResult> got(6);

@@ -220,7 +220,7 @@ struct ClusterOptions {
   // The coordinator is told about the draft, but the draft process is only
   // started by Cluster::StartDraft() (a draft that comes up late).
   bool draft_started_later = false;
-  std::vector<std::string> target_args, draft_args, coordinator_args;
+  std::vector<std::string> target_args{}, draft_args{}, coordinator_args{};
 };
 
 // The three processes on loopback, each with its own gRPC and metrics port.

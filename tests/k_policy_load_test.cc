@@ -426,6 +426,8 @@ TEST(KPolicyLoadAware, WaivedPremiumsDraftOneTokenWhereTheyHeldDraftingBack) {
     const KPolicy::Choice waived = p.Choose();
     EXPECT_EQ(waived.k, 1);
     EXPECT_EQ(waived.reason, KPolicy::Reason::kCohort);
+    EXPECT_TRUE(KPolicy::PremiumDecided(kept.reason));
+    EXPECT_TRUE(KPolicy::PremiumDecided(waived.reason));
     EXPECT_DOUBLE_EQ(waived.gain, kept.gain);
     p.WaivePremiums(false);
     EXPECT_EQ(p.Choose().reason, kept.reason);
@@ -436,6 +438,8 @@ TEST(KPolicyLoadAware, WaivedPremiumsDraftOneTokenWhereTheyHeldDraftingBack) {
   losing.WaivePremiums(true);
   EXPECT_EQ(losing.Choose().k, 0);
   EXPECT_EQ(losing.Choose().reason, KPolicy::Reason::kPlainRate);
+  EXPECT_FALSE(KPolicy::PremiumDecided(KPolicy::Reason::kPlainRate));
+  EXPECT_FALSE(KPolicy::PremiumDecided(KPolicy::Reason::kBest));
 }
 
 }  // namespace
