@@ -96,11 +96,11 @@ Matrix RandomQuantMatrix(GgmlType type, int64_t rows, int64_t cols, uint32_t see
 // together exceed the L3 cache, so the weights stream from memory as in
 // decoding. "GB/s" is weight bytes read per second (compare with the
 // machine's read bandwidth); us/pass is what a verify pass of T tokens costs.
-void RunQuantMatMul(benchmark::State& state, MatMulActivations activations) {
+void RunQuantMatMul(benchmark::State& state, MatMulActivations activations, bool hot = false) {
   const int64_t T = state.range(0), rows = state.range(2), cols = state.range(3);
   const auto type = static_cast<GgmlType>(state.range(1));
   const int64_t bytes = rows * static_cast<int64_t>(RowBytes(type, cols));
-  const int copies = static_cast<int>(std::max<int64_t>(1, (96 << 20) / bytes));
+  const int copies = hot ? 1 : static_cast<int>(std::max<int64_t>(1, (96 << 20) / bytes));
   std::vector<Matrix> ws;
   for (int c = 0; c < copies; ++c) ws.push_back(RandomQuantMatrix(type, rows, cols, c + 1));
   if (activations == MatMulActivations::kInt8 && cpu::PackableForInt8(ws[0].view)) {
@@ -129,6 +129,9 @@ void RunQuantMatMul(benchmark::State& state, MatMulActivations activations) {
 void BM_QuantMatMul(benchmark::State& state) { RunQuantMatMul(state, MatMulActivations::kFp32); }
 // The same with int8 activations (kernels/cpu_matmul_int8.h).
 void BM_QuantMatMulInt8(benchmark::State& state) { RunQuantMatMul(state, MatMulActivations::kInt8); }
+// The same on one small matrix that stays in L2: the arithmetic alone, what
+// a pass of T tokens costs once memory is not the limit.
+void BM_QuantMatMulInt8Hot(benchmark::State& state) { RunQuantMatMul(state, MatMulActivations::kInt8, true); }
 
 constexpr int kQ8_0 = static_cast<int>(GgmlType::kQ8_0), kQ5_0 = static_cast<int>(GgmlType::kQ5_0),
               kQ4_K = static_cast<int>(GgmlType::kQ4_K), kQ6_K = static_cast<int>(GgmlType::kQ6_K);
@@ -143,6 +146,10 @@ BENCHMARK(BM_QuantMatMulInt8)
     ->ArgsProduct({{1, 2, 3, 4, 5, 6, 7, 8, 9, 17, 33, 64, 128}, {kQ8_0, kQ4_K, kQ6_K, kQ5_0}, {8192}, {2304}, {1}})
     ->ArgsProduct({{1, 2, 3, 4, 5, 9, 17, 33, 64, 128}, {kQ8_0, kQ4_K, kQ6_K}, {2304}, {8192}, {1}})
     ->ArgsProduct({{1, 5, 9}, {kQ8_0, kQ4_K}, {8192}, {2304}, {2}})
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_QuantMatMulInt8Hot)
+    ->ArgNames({"T", "type", "rows", "cols", "threads"})
+    ->ArgsProduct({{1, 2, 3, 5, 9, 17}, {kQ8_0, kQ4_K, kQ6_K}, {512}, {2048}, {1}})
     ->Unit(benchmark::kMicrosecond);
 
 // Args: {T, depth, heads, kv_heads, head_dim}: T new tokens after `depth`

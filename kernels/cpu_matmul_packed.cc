@@ -115,6 +115,50 @@ inline void Store(const __m512 (&acc)[G][T], const __mmask16* masks, float* y, i
     for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + t * ldy + kPackedRows * g, masks[g], acc[g][t]);
 }
 
+// The next row tile's groups: `groups` of them (0: none), group_bytes apart
+// from `first`.
+struct NextTile {
+  const uint8_t* first = nullptr;
+  int groups = 0;
+  int64_t group_bytes = 0;
+};
+// The next row tile's lines, prefetched a few at a time over `steps` calls
+// of Step(), one per unit of this tile's token groups (GroupTiles, where a
+// kernel's kNextTile says so). A pass of several token groups reads its row
+// tile from memory once and from L2 after that; with nothing in flight
+// through those L2 passes, memory time and arithmetic add up. Prefetching
+// the next tile meanwhile lets memory work through them. At most
+// kNextTileBytes of it: a tile of 4 groups x 16 rows x 8192 columns of Q8_0
+// is 557 KB, two of them more than a Zen 4's 1 MiB of L2.
+// (_MM_HINT_T0: T1 was slower on Zen 4, Q8_0 8192 x 2304, 9 tokens
+// 1406-1448 us against 1321-1346.)
+constexpr int64_t kNextTileBytes = 320 << 10;
+class NextTilePrefetch {
+ public:
+  NextTilePrefetch(const NextTile& next, int64_t steps)
+      : next_(next), lines_((next.group_bytes + 63) / 64),
+        total_(std::min<int64_t>(next.groups * lines_, kNextTileBytes / 64)),
+        per_step_(steps > 0 ? (total_ + steps - 1) / steps : 0) {}
+  void Step() {
+    for (int64_t i = 0; i < per_step_ && done_ < total_; ++i, ++done_) {
+      const int64_t g = done_ % next_.groups, line = done_ / next_.groups;
+      _mm_prefetch(reinterpret_cast<const char*>(next_.first + g * next_.group_bytes + 64 * line), _MM_HINT_T0);
+    }
+  }
+
+ private:
+  NextTile next_;
+  int64_t lines_, total_, per_step_, done_ = 0;
+};
+// SPECSERVE_CPU_NEXT_TILE=0 turns NextTilePrefetch off (to measure it).
+bool NextTilePrefetchOn() {
+  static const bool on = [] {
+    const char* env = std::getenv("SPECSERVE_CPU_NEXT_TILE");
+    return env == nullptr || std::string_view(env) != "0";
+  }();
+  return on;
+}
+
 // Row tiles of 4 groups (64 rows), token groups of up to 3 (Q8_0: 5, see
 // Q8_0Kernel in cpu_matmul_packed_units.h): 2 G T accumulators (the float sums and one unit's integer
 // dots) within the 32 zmm registers (Q4_K and Q6_K spill a few), and the
@@ -150,7 +194,7 @@ StreamTokens TokensOf(const Int8Activations& a, int64_t t0, int nt) {
 // 57-61 to 50-52 ms (specserve bench, Xeon, 1 thread, 3 alternating runs).
 template <class K, int G, int T, bool kFromMemory, bool kSpread>
 void Tile(const uint8_t* const* grp, const __mmask16* masks, int64_t nu, const StreamTokens& st, int t0, float* y,
-          int64_t ldy) {
+          int64_t ldy, NextTilePrefetch* next = nullptr) {
   __m512 acc[G][T];
   Zero<G, T>(acc);
   // Whether this tile prefetches is known when it is compiled: a pointer
@@ -171,6 +215,7 @@ void Tile(const uint8_t* const* grp, const __mmask16* masks, int64_t nu, const S
         for (int64_t l = 0; l < K::kBytes; l += 64) _mm_prefetch(p + l, _MM_HINT_T0);
       }
     }
+    if (next != nullptr) next->Step();
     K::template Unit<G, T>(grp, u, st, t0, acc, pa);
   }
   Store<G, T>(acc, masks, y, ldy);
@@ -181,25 +226,26 @@ void Tile(const uint8_t* const* grp, const __mmask16* masks, int64_t nu, const S
 // inlined: apart, Q4_K's ran 5-15% slower.
 template <class K, int G, int T, bool kFromMemory, bool kSpread>
 __attribute__((noinline)) void TileApart(const uint8_t* const* grp, const __mmask16* masks, int64_t nu,
-                                         const StreamTokens& st, int t0, float* y, int64_t ldy) {
-  Tile<K, G, T, kFromMemory, kSpread>(grp, masks, nu, st, t0, y, ldy);
+                                         const StreamTokens& st, int t0, float* y, int64_t ldy,
+                                         NextTilePrefetch* next) {
+  Tile<K, G, T, kFromMemory, kSpread>(grp, masks, nu, st, t0, y, ldy, next);
 }
 
 // Tile<K, G, T> for T = nt <= K::kTileTokens.
 template <class K, int G, bool kFromMemory, bool kSpread = false>
 void TileOf(int nt, const uint8_t* const* grp, const __mmask16* masks, int64_t nu, const StreamTokens& st, int t0,
-            float* y, int64_t ldy) {
+            float* y, int64_t ldy, NextTilePrefetch* next = nullptr) {
   static_assert(K::kTileTokens >= kMaxTokens && K::kTileTokens <= 5);
   switch (nt) {
-    case 1: return Tile<K, G, 1, kFromMemory, kSpread>(grp, masks, nu, st, t0, y, ldy);
-    case 2: return Tile<K, G, 2, kFromMemory, kSpread>(grp, masks, nu, st, t0, y, ldy);
-    case 3: return Tile<K, G, 3, kFromMemory, kSpread>(grp, masks, nu, st, t0, y, ldy);
+    case 1: return Tile<K, G, 1, kFromMemory, kSpread>(grp, masks, nu, st, t0, y, ldy, next);
+    case 2: return Tile<K, G, 2, kFromMemory, kSpread>(grp, masks, nu, st, t0, y, ldy, next);
+    case 3: return Tile<K, G, 3, kFromMemory, kSpread>(grp, masks, nu, st, t0, y, ldy, next);
     default:
       if constexpr (K::kTileTokens >= 5) {
-        if (nt == 5) return TileApart<K, G, 5, kFromMemory, kSpread>(grp, masks, nu, st, t0, y, ldy);
+        if (nt == 5) return TileApart<K, G, 5, kFromMemory, kSpread>(grp, masks, nu, st, t0, y, ldy, next);
       }
       if constexpr (K::kTileTokens >= 4) {
-        if (nt == 4) return TileApart<K, G, 4, kFromMemory, kSpread>(grp, masks, nu, st, t0, y, ldy);
+        if (nt == 4) return TileApart<K, G, 4, kFromMemory, kSpread>(grp, masks, nu, st, t0, y, ldy, next);
       }
       SPECSERVE_CHECK(false);
   }
@@ -214,11 +260,13 @@ void TileOf(int nt, const uint8_t* const* grp, const __mmask16* masks, int64_t n
 // of 5 and two of 2, 962-1024 with the first group of 3 prefetching.)
 template <class K, int G>
 void GroupTiles(const uint8_t* const* grp, const __mmask16* masks, int64_t nu, const StreamTokens& st, int nt,
-                float* y, int64_t ldy) {
+                float* y, int64_t ldy, const NextTile& next_tile) {
   const int parts = (nt + kMaxTokens - 1) / kMaxTokens;
+  NextTilePrefetch next(next_tile, parts * nu);
+  NextTilePrefetch* const pn = K::kNextTile && NextTilePrefetchOn() && next_tile.groups > 0 ? &next : nullptr;
   for (int p = 0, t = 0; p < parts; ++p) {
     const int size = (nt - t) / (parts - p);
-    TileOf<K, G, false>(size, grp, masks, nu, st, t, y + t * ldy, ldy);
+    TileOf<K, G, false>(size, grp, masks, nu, st, t, y + t * ldy, ldy, pn);
     t += size;
   }
 }
@@ -331,6 +379,12 @@ void Rows(const MatrixView& w, const Int8Activations& a, float* y, int64_t r0, i
       const uint8_t* grp[G];
       __mmask16 masks[G];
       TileGroups<G>(w.packed, group_bytes, g, g1, r0, r1, grp, masks);
+      // The row tile after this one (none after the last of the stream's
+      // last pass over [r0, r1)).
+      const bool last = g + G >= g1 && t0 + kStreamTokens >= a.T;
+      const int64_t ng = g + G < g1 ? g + G : g0;
+      const NextTile next_tile{w.packed + ng * group_bytes,
+                               last ? 0 : static_cast<int>(std::min<int64_t>(G, g1 - ng)), group_bytes};
       float* yt = y + t0 * w.rows + g * kPackedRows;
       // The sweep order keeps what the Xeon measured: small tiles without
       // the burst prefetch (kFromMemory false) but with SpreadPrefetch
@@ -349,7 +403,7 @@ void Rows(const MatrixView& w, const Int8Activations& a, float* y, int64_t r0, i
         } else if (one_tile) {
           TileOf<K, G, false>(nt, grp, masks, nu, st, 0, yt, w.rows);
         } else {
-          GroupTiles<K, G>(grp, masks, nu, st, nt, yt, w.rows);
+          GroupTiles<K, G>(grp, masks, nu, st, nt, yt, w.rows, next_tile);
         }
       } else if (nt <= K::kSweepTileTokens) {
         TileOf<K, G, false, /*kSpread=*/true>(nt, grp, masks, nu, st, 0, yt, w.rows);

@@ -134,6 +134,12 @@ struct Q8_0Kernel {
   // (specserve-kernel-bench, Xeon, 8192 x 2304, median of 3-5: 1 token 1.23
   // -> 1.46 ms, 9 tokens 1.72 -> 1.85), so Unit ignores `ahead`.
   static constexpr int kSpreadTokens = 0;
+  // Token-group tiles (Zen 4) prefetch the next row tile through a pass of
+  // 6+ tokens (NextTilePrefetch in cpu_matmul_packed.cc). The ~1B Q8_0
+  // target, specserve bench, 1 thread, Zen 4, 4 alternating runs: 9 tokens
+  // 87.4-89.1 -> 85.3-88.9 ms, 17 tokens 148-151 -> 132-134, prefill
+  // 130-139 -> 142-155 t/s.
+  static constexpr bool kNextTile = true;
   template <int G, int T>
   static inline void Unit(const uint8_t* const* grp, int64_t b, const StreamTokens& st, int t0,
                           __m512 (&acc)[G][T], [[maybe_unused]] SpreadPrefetch<G>* ahead = nullptr) {
@@ -253,6 +259,10 @@ struct Q4_KKernel {
   // instead of 3 was no faster at 9 and slower at 17: 2.3-2.6 -> 2.8-3.1 ms.)
   static constexpr int kSweepTileTokens = 5;
   static constexpr int64_t kPrefetchUnits = 0;
+  // No NextTilePrefetch: with it the ~1B Q4_K_M target's 5 / 9 token passes
+  // ran slower (specserve bench, 1 thread, Zen 4, 2 alternating runs: 60.1-
+  // 60.5 -> 67.2-68.2 ms, 91.9-92.0 -> 98.2-99.7), 17 tokens no faster.
+  static constexpr bool kNextTile = false;
   template <int G>
   using Decoded = Q4Decoded<G>;
   // SpreadPrefetch in tiles of 1-5 tokens and the parts of a sweep; the
@@ -486,6 +496,11 @@ struct Q6_KKernel {
   static constexpr int kTileTokens = 5;
   static constexpr int kSweepTileTokens = 5;
   static constexpr int64_t kPrefetchUnits = 0;
+  // No NextTilePrefetch, as Q4_K: 9 tokens ran slower with it
+  // (specserve-kernel-bench, 1 thread, Zen 4, 2 alternating runs, 8192 x
+  // 2304 / 2304 x 8192: 1975-2107 / 1927-1969 -> 2256-2276 / 2211-2239 us),
+  // 17 tokens no faster.
+  static constexpr bool kNextTile = false;
   template <int G>
   using Decoded = Q6Decoded<G>;
   // SpreadPrefetch as for Q4_K; the calls of src.Ahead() per unit: one per
