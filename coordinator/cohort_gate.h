@@ -8,7 +8,7 @@
 // the tails). The premiums are each session's own, so in a batch of plain
 // sessions none can move first, and a batch that would gain by drafting
 // together never does. Seen on the 2-core Zen 4 at 2 clients (the ~1B Q8_0
-// target, README "Under load"): the policy predicted drafting 1.13-1.23x
+// target, docs/measurements.md "Under load with the Q8_0 target"): the policy predicted drafting 1.13-1.23x
 // plain's rate, fixed K 1 measured 1.18x with a p99 inter-token latency of
 // 89 against 85 ms, and adaptive K stayed plain (0.97-0.99x).
 //
@@ -37,7 +37,7 @@
 // An arm's epochs include the cost of switching to it, which favours the
 // arm in place. Thread-safe; times come from the caller (tests).
 //
-// Off by default: on the 2-core Zen 4 (README "Drafting together,
+// Off by default: on the 2-core Zen 4 (docs/measurements.md "Drafting together,
 // measured") the batch did draft together at 2 clients (1.36-1.55 tokens a
 // pass), for 1.03-1.19x plain's throughput against 0.99-1.18x without the
 // gate, within the host's noise, and a p99 inter-token latency 25-80 ms
