@@ -42,17 +42,24 @@ double KPolicy::DecayedLine::At(double x, double lone_slope) const {
   return std::max(1e-9, my + slope * (x - mx));
 }
 
-void KPolicy::Observe(int32_t k, int32_t accepted, double draft_seconds, double verify_seconds, Wait wait) {
+void KPolicy::Observe(int32_t k, int32_t accepted, double draft_seconds, double verify_seconds, Wait wait,
+                      std::optional<Reason> why) {
   if (!script_.empty()) ++script_round_;
   if (!adaptive_) return;
   if (k <= 0) {
     ++plain_streak_;
     return;
   }
-  // A drafting round after a full wait was an exploration: wait twice as
-  // long next time. One after a shorter plain streak the policy chose
-  // itself: back to the shortest wait.
-  explore_after_ = plain_streak_ >= ExploreWait() ? std::min(2 * explore_after_, kExploreMax) : kExploreAfter;
+  // An exploration (a drafting round after a full wait, when the reason is
+  // not known): wait twice as long next time. A K the policy chose itself:
+  // back to the shortest wait. A cohort round (the gate waived the
+  // premiums; coordinator/cohort_gate.h) is neither: the wait stays.
+  const bool explored = why ? *why == Reason::kExplore : plain_streak_ >= ExploreWait();
+  if (explored) {
+    explore_after_ = std::min(2 * explore_after_, kExploreMax);
+  } else if (!why || *why != Reason::kCohort) {
+    explore_after_ = kExploreAfter;
+  }
   plain_streak_ = 0;
   acc_ = acc_ * kDecay + accepted;
   rej_ = rej_ * kDecay + (accepted < k ? 1 : 0);

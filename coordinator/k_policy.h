@@ -42,7 +42,8 @@
 // rounds, every later round plain, against 0.85 measured with a fixed K).
 // So after kExploreAfter plain rounds in a row the policy drafts K = 1 for one
 // round, and doubles that wait (up to kExploreMax) each time the exploration
-// does not bring K back; a K > 0 the policy chose itself resets it. A
+// does not bring K back; a K > 0 the policy chose itself resets it, and a
+// cohort round (WaivePremiums) leaves it as it was. A
 // request that has not drafted yet explores too when alone on the target:
 // it started from another request's figures (Seed), and its plain rounds
 // post none (seen at 1 client on the 2-core Zen 4: two of three rounds
@@ -93,6 +94,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "spec/round.h"
@@ -155,9 +157,11 @@ class KPolicy {
     kWithPrefill,   // a request's first round: both waits include the prompt's prefill
   };
   // One round's outcome: k drafted, `accepted` of them taken; seconds spent
-  // waiting for the proposal and verifying.
+  // waiting for the proposal and verifying; `why`: the reason its K was
+  // chosen, when known (a drafting round after a full plain streak is
+  // otherwise taken for an exploration).
   void Observe(int32_t k, int32_t accepted, double draft_seconds, double verify_seconds,
-               Wait wait = Wait::kOnDemand);
+               Wait wait = Wait::kOnDemand, std::optional<Reason> why = std::nullopt);
   double acceptance_estimate() const;
   // Predicted verify seconds for a pass over n tokens (0 before any round).
   double VerifyCost(int32_t n) const;

@@ -45,7 +45,8 @@ class Loop {
       Proposal proposal = Propose(rec);
       ASSIGN_OR_RETURN(RoundResult verdict, Verify(proposal, rec));
       st_.Add(rec);
-      opts_.k.Observe(rec.drafted, rec.accepted, rec.draft_wall, rec.verify_wall, WaitOf(rec));
+      opts_.k.Observe(rec.drafted, rec.accepted, rec.draft_wall, rec.verify_wall, WaitOf(rec),
+                      rec.choice ? std::optional(rec.choice->reason) : std::nullopt);
       // After a fallback the policy blends two drafters' rounds: not posted.
       if (opts_.on_policy && rec.drafted > 0 && opts_.k.adaptive() && st_.fallbacks == 0) opts_.on_policy(opts_.k);
       opts_.k.ObserveTarget(verdict.target_load, rec.verify_wall - rec.verify_seconds);

@@ -442,5 +442,42 @@ TEST(KPolicyLoadAware, WaivedPremiumsDraftOneTokenWhereTheyHeldDraftingBack) {
   EXPECT_FALSE(KPolicy::PremiumDecided(KPolicy::Reason::kBest));
 }
 
+TEST(KPolicyLoadAware, ACohortRoundIsNoExploration) {
+  // A session held plain by the lone premium, after a plain streak as long
+  // as its exploration wait (8 rounds times 16 sessions a pass), drafts one
+  // round under the cohort gate's waiver. That round is not an exploration:
+  // the wait before the next one stays 128 plain rounds. (It was taken for
+  // one, and the wait doubled.)
+  KPolicy p = LoadedNearTie(0.015, 1.0, 0.030);
+  TargetLoad load{true, 0.085, 0.0009375, 16, 16, {{16, 0.100}, {32, 0.115}}};
+  load.tokens_per_session = 1.0;
+  load.gather_seconds = 0.030;
+  const int wait = 16 * KPolicy::kExploreAfter;
+  auto plain_until_explored = [&] {
+    for (int i = 0; i < 4 * wait; ++i) {
+      const KPolicy::Choice c = p.Choose();
+      if (c.reason == KPolicy::Reason::kExplore) return i;
+      EXPECT_EQ(c.reason, KPolicy::Reason::kPlainLate) << "round " << i;
+      p.Observe(0, 0, 0, PassSeconds(load, 16), KPolicy::Wait::kOnDemand, c.reason);
+      p.ObserveTarget(load, 0.001);
+    }
+    return -1;
+  };
+  ASSERT_EQ(plain_until_explored(), wait);
+  p.WaivePremiums(true);
+  const KPolicy::Choice cohort = p.Choose();
+  ASSERT_EQ(cohort.reason, KPolicy::Reason::kCohort);
+  p.Observe(1, 1, 0.035, PassSeconds(load, 32), KPolicy::Wait::kOnDemand, cohort.reason);
+  p.ObserveTarget(load, 0.001);
+  p.WaivePremiums(false);
+  EXPECT_EQ(plain_until_explored(), wait);
+  // An exploration that does not bring K back doubles the wait, as before.
+  const KPolicy::Choice explore = p.Choose();
+  ASSERT_EQ(explore.reason, KPolicy::Reason::kExplore);
+  p.Observe(1, 1, 0.035, PassSeconds(load, 32), KPolicy::Wait::kOnDemand, explore.reason);
+  p.ObserveTarget(load, 0.001);
+  EXPECT_EQ(plain_until_explored(), 2 * wait);
+}
+
 }  // namespace
 }  // namespace specserve
