@@ -96,6 +96,10 @@ absl::StatusOr<Flags> ReadFlags(const CliArgs& a) {
   f.coordinator.default_max_tokens = static_cast<int>(max_tokens);
   ASSIGN_OR_RETURN(int64_t spec_max, a.Int("speculation-max-sessions", 0, 1 << 20));
   f.coordinator.speculation_max_sessions = static_cast<int>(spec_max);
+  ASSIGN_OR_RETURN(f.coordinator.round_cap, a.Double("round-cap", 0, 100));
+  if (f.coordinator.round_cap > 0 && f.coordinator.round_cap < 1) {
+    return absl::InvalidArgumentError("--round-cap must be 0 (off) or at least 1");
+  }
   ASSIGN_OR_RETURN(int64_t cohort_ms, a.Int("cohort-epoch-ms", 0, 3600 * 1000));
   f.coordinator.cohort_epoch = std::chrono::milliseconds(cohort_ms);
   ASSIGN_OR_RETURN(f.stats_interval_s, a.Double("stats-interval-s", 0, 24 * 3600));
@@ -133,6 +137,10 @@ int Main(int argc, char** argv) {
   args.Flag("speculation-max-sessions", "0",
             "every request decodes plainly while the target reports this many sessions open or more, whatever "
             "its K (vLLM's disable-by-batch-size; 0: never)");
+  args.Flag("round-cap", "0",
+            "adaptive K: a round may last at most this many times a plain round, as predicted (its verify pass "
+            "and a draft on demand), so that a token waits at most about that much longer than plain decoding's "
+            "inter-token time (the p99 a larger K's bursts lengthen); 0: off, else at least 1");
   args.Flag("cohort-epoch-ms", "0",
             "adaptive K under load: epochs in which every request either keeps or waives the K policy's margins "
             "for drafting in a batch, each way's tokens/s measured against the other's (0: off, margins always "

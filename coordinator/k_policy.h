@@ -130,8 +130,9 @@ class KPolicy {
     kPlainLate,    // plain: a K > 0 predicts more, but not kLonePremium more
     kPlainLoad,    // plain: the target has DisableAtSessions or more sessions open
     kCohort,       // K = 1 where a premium alone held drafting back, under WaivePremiums
+    kCapped,       // a smaller K (or plain): the preferred K's round would pass CapRounds
   };
-  static constexpr int kReasons = 9;
+  static constexpr int kReasons = 10;
   static const char* ReasonName(Reason r);
   // Whether a premium decided the choice: it held drafting back
   // (kPlainMargin, kPlainLate) or was waived (kCohort). The cohort gate's
@@ -185,6 +186,16 @@ class KPolicy {
   // plain's against 1.19-1.42x.) Once the batch drafts, its policies choose
   // their K themselves (no mate is plain).
   void WaivePremiums(bool on) { waived_ = on; }
+  // Adaptive K: a round of K may last at most `ratio` times a plain round,
+  // as predicted: its verify pass over K + 1 tokens plus a draft on demand
+  // (the look-ahead misses after a rejection), against one plain pass
+  // (coordinator --round-cap). A round whose first drafted token is
+  // rejected brings one token, so this bounds how long a token can wait
+  // against plain decoding's inter-token time: the p99 inter-token latency
+  // that a larger K's bursts lengthen. The K of the highest rate among the
+  // rounds within the cap (reason kCapped where that is not the K it would
+  // have chosen); without a target report K stays at least kMin. 0: off.
+  void CapRounds(double ratio) { round_cap_ = ratio; }
   // Plain decoding, fixed K or adaptive, while the target reports `n` or
   // more sessions open (coordinator --speculation-max-sessions; vLLM's
   // disable-by-batch-size): for deployments that want plain decoding's
@@ -249,6 +260,7 @@ class KPolicy {
   TargetLoad load_;           // the latest report
   int32_t disable_at_ = 0;    // DisableAtSessions
   bool waived_ = false;       // WaivePremiums
+  double round_cap_ = 0;      // CapRounds
   double network_s_ = 0;      // decayed mean seconds of a verify call outside the target
 };
 

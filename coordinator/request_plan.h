@@ -37,6 +37,9 @@ struct CoordinatorOptions {
   // Every request decodes plainly while the target has this many sessions
   // open or more (KPolicy::DisableAtSessions; 0: never).
   int speculation_max_sessions = 0;
+  // Adaptive K: a round lasts at most this many plain rounds, as predicted
+  // (KPolicy::CapRounds; 0: off).
+  double round_cap = 0;
   // Adaptive K under load: the cohort gate's epoch (coordinator/cohort_gate.h;
   // 0: off, the K policy's premiums always hold).
   std::chrono::milliseconds cohort_epoch{0};

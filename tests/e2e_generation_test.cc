@@ -131,6 +131,23 @@ TEST_F(GenerationTest, SpeculationMaxSessionsDecodesPlainlyUnderLoad) {
   }
 }
 
+// --round-cap 1: no drafting round is as short as a plain pass (the verify
+// pass over K + 1 tokens costs more than over one, and the draft waits), so
+// once the first verdict brings the target's report, adaptive K decodes
+// plainly (reason capped) but for its explorations, and the output is exact.
+TEST_F(GenerationTest, AdaptiveKUnderARoundCapOfOnePlainPassDecodesPlainly) {
+  Cluster c({.coordinator_args = {"--round-cap", "1"}});
+  ASSERT_TRUE(c.ready) << c.Logs();
+  constexpr int kTokens = 40;
+  v1::GenerateRequest req = Request(kPrompts[0], kTokens, v1::DRAFTER_MODEL);
+  req.set_adaptive_k(true);
+  e2e::StreamResult r = e2e::Generate(*c.stub, req);
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message() << c.Logs();
+  EXPECT_EQ(r.ids, Reference(kPrompts[0], kTokens));
+  const double capped = Metric(Scrape(c.coordinator_metrics), "specserve_k_choices_total", {"reason=\"capped\""});
+  EXPECT_GE(capped, 10) << "rounds " << r.final.stats().rounds();
+}
+
 TEST_F(GenerationTest, ConcurrentRequestsAreBatchedAndExact) {
   // Several sessions at once share the services' forward passes (continuous
   // batching); each must still get exactly its own greedy continuation.
