@@ -8,9 +8,10 @@
 // the tails). The premiums are each session's own, so in a batch of plain
 // sessions none can move first, and a batch that would gain by drafting
 // together never does. Seen on the 2-core Zen 4 at 2 clients (the ~1B Q8_0
-// target, docs/measurements.md "Under load with the Q8_0 target"): the policy predicted drafting 1.13-1.23x
-// plain's rate, fixed K 1 measured 1.18x with a p99 inter-token latency of
-// 89 against 85 ms, and adaptive K stayed plain (0.97-0.99x).
+// target, docs/measurements.md "Under load with the Q8_0 target"): the
+// policy predicted drafting 1.13-1.23x plain's rate, fixed K 1 measured
+// 1.18x with a p99 inter-token latency of 89 against 85 ms, and adaptive K
+// stayed plain (0.97-0.99x).
 //
 // The gate cuts the coordinator's time into epochs (--cohort-epoch-ms). In
 // an epoch every session either keeps the premiums (arm kKept) or waives
@@ -37,8 +38,8 @@
 // An arm's epochs include the cost of switching to it, which favours the
 // arm in place. Thread-safe; times come from the caller (tests).
 //
-// Off by default: on the 2-core Zen 4 (docs/measurements.md "Drafting together,
-// measured") the batch did draft together at 2 clients (1.36-1.55 tokens a
+// Off by default: on the 2-core Zen 4 (docs/measurements.md "Drafting
+// together, measured") the batch did draft together at 2 clients (1.36-1.55 tokens a
 // pass), for 1.03-1.19x plain's throughput against 0.99-1.18x without the
 // gate, within the host's noise, and a p99 inter-token latency 25-80 ms
 // above plain's; under Poisson arrivals (1.2 requests/s, up to 8 at once)
