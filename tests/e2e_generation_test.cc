@@ -134,7 +134,10 @@ TEST_F(GenerationTest, SpeculationMaxSessionsDecodesPlainlyUnderLoad) {
 // --round-cap 1: no drafting round is as short as a plain pass (the verify
 // pass over K + 1 tokens costs more than over one, and the draft waits), so
 // once the first verdict brings the target's report, adaptive K decodes
-// plainly (reason capped) but for its explorations, and the output is exact.
+// plainly but for its explorations (reason capped where the rate alone
+// would have drafted, plain_rate where it would not: the share depends on
+// the machine's timing), and the output is exact. Without the cap the
+// bundled pair drafts about two tokens a round.
 TEST_F(GenerationTest, AdaptiveKUnderARoundCapOfOnePlainPassDecodesPlainly) {
   Cluster c({.coordinator_args = {"--round-cap", "1"}});
   ASSERT_TRUE(c.ready) << c.Logs();
@@ -144,8 +147,12 @@ TEST_F(GenerationTest, AdaptiveKUnderARoundCapOfOnePlainPassDecodesPlainly) {
   e2e::StreamResult r = e2e::Generate(*c.stub, req);
   ASSERT_TRUE(r.status.ok()) << r.status.error_message() << c.Logs();
   EXPECT_EQ(r.ids, Reference(kPrompts[0], kTokens));
+  const v1::GenerationStats& s = r.final.stats();
+  // The first round's initial K (4), then one token per exploration, which
+  // comes after 8 plain rounds or more.
+  EXPECT_LE(s.drafted(), 4 + s.rounds() / 8) << "rounds " << s.rounds();
   const double capped = Metric(Scrape(c.coordinator_metrics), "specserve_k_choices_total", {"reason=\"capped\""});
-  EXPECT_GE(capped, 10) << "rounds " << r.final.stats().rounds();
+  EXPECT_GE(capped, 1) << "rounds " << s.rounds();
 }
 
 TEST_F(GenerationTest, ConcurrentRequestsAreBatchedAndExact) {
