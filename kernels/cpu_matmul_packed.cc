@@ -136,8 +136,8 @@ constexpr int64_t kNextTileBytes = 320 << 10;
 class NextTilePrefetch {
  public:
   NextTilePrefetch(const NextTile& next, int64_t steps)
-      : next_(next), lines_((next.group_bytes + 63) / 64),
-        total_(std::min<int64_t>(next.groups * lines_, kNextTileBytes / 64)),
+      : next_(next),
+        total_(std::min<int64_t>(next.groups * ((next.group_bytes + 63) / 64), kNextTileBytes / 64)),
         per_step_(steps > 0 ? (total_ + steps - 1) / steps : 0) {}
   void Step() {
     for (int64_t i = 0; i < per_step_ && done_ < total_; ++i, ++done_) {
@@ -148,7 +148,7 @@ class NextTilePrefetch {
 
  private:
   NextTile next_;
-  int64_t lines_, total_, per_step_, done_ = 0;
+  int64_t total_, per_step_, done_ = 0;
 };
 // SPECSERVE_CPU_NEXT_TILE=0 turns NextTilePrefetch off (to measure it).
 bool NextTilePrefetchOn() {
@@ -391,13 +391,15 @@ void Rows(const MatrixView& w, const Int8Activations& a, float* y, int64_t r0, i
       // (Q4_K, Q6_K), wider passes swept.
       // (kAmxTiles: the passes MatMulPackedAmx does not take, the same.)
       if (wide == PackedWidePass::kTokenGroupTiles) {
-        // Without the tile prefetch (Zen 4) Q4_K's and Q6_K's 5-token passes
-        // run as token groups of 3 + 2, faster than one tile there
-        // (specserve-kernel-bench, 1 thread, median of 3 alternating runs,
-        // us, 8192 x 2304 / 2304 x 8192: Q6_K 1504 / 1402 -> 1381 / 1273,
-        // Q4_K 1050 / 1049 -> 1064 / 908; the ~1B Q4_K_M target's 5-token
-        // pass 64.9-65.2 -> 60.9-62.0 ms); at 4 tokens one tile is faster.
-        const bool one_tile = nt <= K::kTileTokens && (prefetch || nt < 5 || !Decodes<K, G>);
+        // Q4_K's and Q6_K's 5-token passes run as token groups of 3 + 2,
+        // faster than one tile on both AMD CPUs measured (specserve-kernel-
+        // bench, 1 thread, median of 3 alternating runs, us). Zen 4, 8192 x
+        // 2304 / 2304 x 8192: Q6_K 1504 / 1402 -> 1381 / 1273, Q4_K 1050 /
+        // 1049 -> 1064 / 908; the ~1B Q4_K_M target's 5-token pass 64.9-65.2
+        // -> 60.9-62.0 ms. Zen 5 (2026-12-07), 8192 x 2304, 3 + 3 rounds in
+        // both orders: Q4_K 970-1579 -> 746-1064, Q6_K 1111-2078 -> 941-1438.
+        // At 4 tokens one tile is faster (Zen 4).
+        const bool one_tile = nt <= K::kTileTokens && (nt < 5 || !Decodes<K, G>);
         if (one_tile && prefetch) {
           TileOf<K, G, true>(nt, grp, masks, nu, st, 0, yt, w.rows);
         } else if (one_tile) {
