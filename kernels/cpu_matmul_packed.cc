@@ -192,14 +192,15 @@ StreamTokens TokensOf(const Int8Activations& a, int64_t t0, int nt) {
 // K::kSpreadTokens >= T prefetches the next unit through the work on this
 // one (SpreadPrefetch): the ~1B Q4_K_M target's one-token pass went from
 // 57-61 to 50-52 ms (specserve bench, Xeon, 1 thread, 3 alternating runs).
-template <class K, int G, int T, bool kFromMemory, bool kSpread>
+// With kNext, `next` (not null) takes a step per unit (GroupTiles).
+template <class K, int G, int T, bool kFromMemory, bool kSpread, bool kNext = false>
 void Tile(const uint8_t* const* grp, const __mmask16* masks, int64_t nu, const StreamTokens& st, int t0, float* y,
           int64_t ldy, NextTilePrefetch* next = nullptr) {
   __m512 acc[G][T];
   Zero<G, T>(acc);
-  // Whether this tile prefetches is known when it is compiled: a pointer
-  // that is null only at run time left a test per step in the unit's inner
-  // loop; on a Zen 4, where nothing prefetched, Q4_K 8192 x 2304 ran 7-27%
+  // Whether this tile prefetches is known when it is compiled (kAhead and
+  // kNext): a pointer that is null only at run time left a test per step in
+  // the unit's inner loop; on a Zen 4, where nothing prefetched, Q4_K 8192 x 2304 ran 7-27%
   // slower at 1-9 tokens with it (specserve-kernel-bench, 1 thread, median
   // of 3 alternating runs, us: 3 tokens 647 -> 810, 9 tokens 1421 -> 1805).
   constexpr bool kAhead = kSpread && T <= K::kSpreadTokens;
@@ -215,7 +216,7 @@ void Tile(const uint8_t* const* grp, const __mmask16* masks, int64_t nu, const S
         for (int64_t l = 0; l < K::kBytes; l += 64) _mm_prefetch(p + l, _MM_HINT_T0);
       }
     }
-    if (next != nullptr) next->Step();
+    if constexpr (kNext) next->Step();
     K::template Unit<G, T>(grp, u, st, t0, acc, pa);
   }
   Store<G, T>(acc, masks, y, ldy);
@@ -224,28 +225,28 @@ void Tile(const uint8_t* const* grp, const __mmask16* masks, int64_t nu, const S
 // Tile, never inlined, for the 4-5 token tiles: inlined into Rows, the
 // 5-token Q8_0 tile ran 10-20% slower (Zen 5). The tiles of 1-3 tokens stay
 // inlined: apart, Q4_K's ran 5-15% slower.
-template <class K, int G, int T, bool kFromMemory, bool kSpread>
+template <class K, int G, int T, bool kFromMemory, bool kSpread, bool kNext>
 __attribute__((noinline)) void TileApart(const uint8_t* const* grp, const __mmask16* masks, int64_t nu,
                                          const StreamTokens& st, int t0, float* y, int64_t ldy,
                                          NextTilePrefetch* next) {
-  Tile<K, G, T, kFromMemory, kSpread>(grp, masks, nu, st, t0, y, ldy, next);
+  Tile<K, G, T, kFromMemory, kSpread, kNext>(grp, masks, nu, st, t0, y, ldy, next);
 }
 
 // Tile<K, G, T> for T = nt <= K::kTileTokens.
-template <class K, int G, bool kFromMemory, bool kSpread = false>
+template <class K, int G, bool kFromMemory, bool kSpread = false, bool kNext = false>
 void TileOf(int nt, const uint8_t* const* grp, const __mmask16* masks, int64_t nu, const StreamTokens& st, int t0,
             float* y, int64_t ldy, NextTilePrefetch* next = nullptr) {
   static_assert(K::kTileTokens >= kMaxTokens && K::kTileTokens <= 5);
   switch (nt) {
-    case 1: return Tile<K, G, 1, kFromMemory, kSpread>(grp, masks, nu, st, t0, y, ldy, next);
-    case 2: return Tile<K, G, 2, kFromMemory, kSpread>(grp, masks, nu, st, t0, y, ldy, next);
-    case 3: return Tile<K, G, 3, kFromMemory, kSpread>(grp, masks, nu, st, t0, y, ldy, next);
+    case 1: return Tile<K, G, 1, kFromMemory, kSpread, kNext>(grp, masks, nu, st, t0, y, ldy, next);
+    case 2: return Tile<K, G, 2, kFromMemory, kSpread, kNext>(grp, masks, nu, st, t0, y, ldy, next);
+    case 3: return Tile<K, G, 3, kFromMemory, kSpread, kNext>(grp, masks, nu, st, t0, y, ldy, next);
     default:
       if constexpr (K::kTileTokens >= 5) {
-        if (nt == 5) return TileApart<K, G, 5, kFromMemory, kSpread>(grp, masks, nu, st, t0, y, ldy, next);
+        if (nt == 5) return TileApart<K, G, 5, kFromMemory, kSpread, kNext>(grp, masks, nu, st, t0, y, ldy, next);
       }
       if constexpr (K::kTileTokens >= 4) {
-        if (nt == 4) return TileApart<K, G, 4, kFromMemory, kSpread>(grp, masks, nu, st, t0, y, ldy, next);
+        if (nt == 4) return TileApart<K, G, 4, kFromMemory, kSpread, kNext>(grp, masks, nu, st, t0, y, ldy, next);
       }
       SPECSERVE_CHECK(false);
   }
@@ -263,10 +264,16 @@ void GroupTiles(const uint8_t* const* grp, const __mmask16* masks, int64_t nu, c
                 float* y, int64_t ldy, const NextTile& next_tile) {
   const int parts = (nt + kMaxTokens - 1) / kMaxTokens;
   NextTilePrefetch next(next_tile, parts * nu);
-  NextTilePrefetch* const pn = K::kNextTile && NextTilePrefetchOn() && next_tile.groups > 0 ? &next : nullptr;
+  bool ahead = false;
+  if constexpr (K::kNextTile) ahead = NextTilePrefetchOn() && next_tile.groups > 0;
   for (int p = 0, t = 0; p < parts; ++p) {
     const int size = (nt - t) / (parts - p);
-    TileOf<K, G, false>(size, grp, masks, nu, st, t, y + t * ldy, ldy, pn);
+    float* const yp = y + t * ldy;
+    if (ahead) {
+      if constexpr (K::kNextTile) TileOf<K, G, false, false, true>(size, grp, masks, nu, st, t, yp, ldy, &next);
+    } else {
+      TileOf<K, G, false>(size, grp, masks, nu, st, t, yp, ldy);
+    }
     t += size;
   }
 }
