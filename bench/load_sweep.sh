@@ -58,7 +58,8 @@
 # bundled: code-target-7m with code-draft-1m (models/). realistic: the
 # inflated ~1B Q8_0 target and ~100M draft that bench/realistic.sh builds
 # into ~/.cache/specserve/realistic (run it once first). Target and draft are
-# pinned to cores 0 and 1 (--cpus) when the machine has two or more.
+# pinned to cores 0 and 1 (--cpus) when the machine has two or more, the
+# coordinator to the draft's core.
 # Prompts: ../shared/eval/code_prompts.jsonl when present (read at run
 # time), else bench/prompts.jsonl. Needs a build in build/ (tools/build.sh).
 set -euo pipefail
@@ -114,13 +115,13 @@ cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 
 trap cleanup EXIT; [ -n "${KEEP_LOGS:-}" ] && trap "cp $work/*.log $KEEP_LOGS/; cleanup" EXIT
 read -r tp dp cp mp <<<"$(python3 "$root/tools/free_ports.py" 4)"
 tcpu=() dcpu=()
-if [ "$(nproc)" -ge 2 ]; then tcpu=(--cpus 0); dcpu=(--cpus 1); fi
+if [ "$(nproc)" -ge 2 ]; then tcpu=(--cpus 0); dcpu=(--cpus 1); fi  # the coordinator beside the draft (dcpu)
 "$bin/specserve-target" --listen 127.0.0.1:$tp --model "$target" "${tcpu[@]}" --max-sessions 64 --cpu-activations "$activations" "${gather[@]}" "${chunk[@]}" >"$work/target.log" 2>&1 &
 pids+=($!)
 "$bin/specserve-draft" --listen 127.0.0.1:$dp --model "$draft" "${dcpu[@]}" --max-sessions 64 --cpu-activations "$activations" "${chunk[@]}" >"$work/draft.log" 2>&1 &
 pids+=($!)
 "$bin/specserve-coordinator" --listen 127.0.0.1:$cp --metrics-port $mp --target 127.0.0.1:$tp --draft 127.0.0.1:$dp \
-  --max-sessions "$max_sessions" --max-waiting "$max_waiting" ${SPECSERVE_COORDINATOR_ARGS:-} >"$work/coordinator.log" 2>&1 &
+  --max-sessions "$max_sessions" --max-waiting "$max_waiting" "${dcpu[@]}" ${SPECSERVE_COORDINATOR_ARGS:-} >"$work/coordinator.log" 2>&1 &
 pids+=($!)
 # Ready when a request through the model drafter succeeds (two tokens: a
 # one-token request never drafts, so it never opens a draft session).

@@ -197,9 +197,13 @@ if [ "$services" = 1 ]; then
     [ -x "$bin/$b" ] || { echo "realistic.sh: $bin/$b is missing (or pass --no-services)" >&2; exit 1; }
   done
   read -r tp dp cp tm dm cm < <(python3 "$repo/tools/free_ports.py" 6 | tr '\n' ' '; echo)
-  pin0=() pin1=()
+  # The coordinator goes beside the draft, off the target's core: left to
+  # the scheduler, its threads woke on the target's core during verify
+  # passes (Zen 5, Q8_0 target, T = 1, K 4: 36-44 tokens/s unpinned, 50
+  # pinned to core 1; docs/services.md "On a small CPU machine").
+  pin0=() pin1=() coord_cpus=()
   if command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ]; then
-    pin0=(taskset -c 0) pin1=(taskset -c 1)
+    pin0=(taskset -c 0) pin1=(taskset -c 1) coord_cpus=(--cpus 1)
     [ "$target_cores" = 2 ] && pin0=(taskset -c 0,1)
   fi
   for t in ${targets//,/ }; do
@@ -218,7 +222,7 @@ if [ "$services" = 1 ]; then
     # draft rather than falling back to n-grams (a loaded machine).
     wait_for "listening on port" "$run_dir/target-$t.log" "$run_dir/draft-$t.log"
     "$bin/specserve-coordinator" --listen "127.0.0.1:$cp" --target "127.0.0.1:$tp" --draft "127.0.0.1:$dp" \
-      --draft-timeout-ms 0 --metrics-port "$cm" ${SPECSERVE_COORDINATOR_ARGS:-} >"$run_dir/coordinator-$t.log" 2>&1 &
+      --draft-timeout-ms 0 --metrics-port "$cm" "${coord_cpus[@]}" ${SPECSERVE_COORDINATOR_ARGS:-} >"$run_dir/coordinator-$t.log" 2>&1 &
     pids+=($!)
     wait_for "listening on port" "$run_dir/coordinator-$t.log"
     "$specserve" serve-bench --coordinator "127.0.0.1:$cp" --target-model "$cache/target-1b-$t.gguf" \

@@ -22,6 +22,7 @@
 #include "coordinator/http_server.h"
 #include "coordinator/stats_log.h"
 #include "coordinator/upstreams.h"
+#include "rpc/cpu_affinity.h"
 #include "rpc/metrics_server.h"
 #include "rpc/grpc_server.h"
 #include "rpc/service_flags.h"
@@ -36,6 +37,7 @@ struct Flags : rpc::ServerFlags {
   RequestQueue::Options queue;  // run slots (--max-sessions) and the waiting line
   HttpOptions http;  // http.listen empty: no HTTP API
   double stats_interval_s = 10;  // the periodic stats line (0: off)
+  std::vector<int> cpus;         // --cpus: cores to pin the process to (empty: no pinning)
 };
 
 absl::StatusOr<std::string> ReadTextFile(const std::string& flag, const std::string& path) {
@@ -103,6 +105,7 @@ absl::StatusOr<Flags> ReadFlags(const CliArgs& a) {
   ASSIGN_OR_RETURN(int64_t cohort_ms, a.Int("cohort-epoch-ms", 0, 3600 * 1000));
   f.coordinator.cohort_epoch = std::chrono::milliseconds(cohort_ms);
   ASSIGN_OR_RETURN(f.stats_interval_s, a.Double("stats-interval-s", 0, 24 * 3600));
+  ASSIGN_OR_RETURN(f.cpus, rpc::ParseCpuList(a.Str("cpus")));
   f.upstreams.max_message_bytes = f.server.max_message_bytes;
   // Mutual TLS toward the services only: the public --listen port stays
   // plaintext (f.server.tls is left off).
@@ -173,10 +176,15 @@ int Main(int argc, char** argv) {
   args.Flag("stats-interval-s", "10",
             "every this many seconds, log a stats line: tokens/s, requests running and waiting, acceptance rate and "
             "tokens per round since the last one (0: off)");
+  args.Flag("cpus", "",
+            "pin the coordinator to these cores, e.g. 1; on a machine where the services are pinned too, beside "
+            "the draft service, off the target's cores (docs/services.md); empty: no pinning");
   rpc::DeclareTlsFlags(args, rpc::TlsRole::kClient);
   if (int rc = rpc::ParseServiceArgs(args, argc, argv, "specserve-coordinator"); rc >= 0) return rc;
   absl::StatusOr<Flags> flags = ReadFlags(args);
   if (!flags.ok()) return Fail(flags.status()), 2;
+  // Before any thread starts, so that every thread inherits the cores.
+  if (absl::Status pinned = rpc::PinProcessToCpus(flags->cpus); !pinned.ok()) return Fail(pinned), 2;
 
   absl::StatusOr<std::unique_ptr<rpc::MetricsServer>> metrics = rpc::MetricsServer::Start(flags->metrics_port, flags->metrics_host);
   if (!metrics.ok()) return Fail(metrics.status());

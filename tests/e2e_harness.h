@@ -111,6 +111,7 @@ class Process {
     return -1;
   }
   bool running() const { return pid_ > 0; }
+  pid_t pid() const { return pid_; }
   std::string LogText() const {  // the whole log
     std::ifstream in(log_);
     std::stringstream ss;

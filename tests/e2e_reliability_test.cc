@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -317,6 +318,46 @@ TEST(E2eReliabilityTest, SessionsWaitForKvInsteadOfRefusal) {
   EXPECT_GT(Seconds(t0), 1.0);
   EXPECT_TRUE(second.Close().ok());
   EXPECT_TRUE(ServiceIdle(c.target_metrics));
+}
+
+// 12. --cpus pins the coordinator (every thread of it), as it does the
+// services: on a 2-core machine it then keeps off the target's core. A bad
+// list is a start-up error that names the flag.
+TEST(E2eReliabilityTest, CoordinatorCpusPinEveryThreadOrFailClearly) {
+  Process bad("specserve-coordinator",
+              {"--target", Loopback(e2e::FreePort()), "--listen", Loopback(e2e::FreePort()), "--metrics-port", "0",
+               "--cpus", "1-x"},
+              ::testing::TempDir() + "bad-cpus-coordinator.log");
+  EXPECT_EQ(bad.Wait(std::chrono::seconds(20)), 2) << bad.LogTail();
+  EXPECT_NE(bad.LogText().find("--cpus"), std::string::npos) << bad.LogTail();
+
+  // Waiting for its target, the coordinator already serves health and
+  // metrics: its threads exist.
+  const int port = e2e::FreePort();
+  Process pinned("specserve-coordinator",
+                 {"--target", Loopback(e2e::FreePort()), "--listen", Loopback(port), "--metrics-port", "0",
+                  "--connect-timeout", "60", "--cpus", "0"},
+                 ::testing::TempDir() + "pinned-coordinator.log");
+  const auto until = Clock::now() + std::chrono::seconds(20);
+  while (e2e::Health(Loopback(port)) == Health::UNKNOWN && Clock::now() < until && pinned.running()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_TRUE(pinned.running()) << pinned.LogTail();
+  const std::string tasks = "/proc/" + std::to_string(pinned.pid()) + "/task";
+  int threads = 0;
+  for (const auto& task : std::filesystem::directory_iterator(tasks)) {
+    std::ifstream status(task.path() / "status");
+    std::string line, allowed;
+    while (std::getline(status, line)) {
+      if (line.rfind("Cpus_allowed_list:", 0) == 0) allowed = line.substr(line.find(':') + 1);
+    }
+    allowed.erase(0, allowed.find_first_not_of(" \t"));
+    EXPECT_EQ(allowed, "0") << task.path();
+    ++threads;
+  }
+  EXPECT_GT(threads, 1);
+  pinned.Signal(SIGTERM);
+  EXPECT_NE(pinned.Wait(std::chrono::seconds(5)), -1);
 }
 
 }  // namespace
