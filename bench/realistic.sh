@@ -197,10 +197,10 @@ if [ "$services" = 1 ]; then
     [ -x "$bin/$b" ] || { echo "realistic.sh: $bin/$b is missing (or pass --no-services)" >&2; exit 1; }
   done
   read -r tp dp cp tm dm cm < <(python3 "$repo/tools/free_ports.py" 6 | tr '\n' ' '; echo)
-  # The coordinator goes beside the draft, off the target's core: left to
-  # the scheduler, its threads woke on the target's core during verify
-  # passes (Zen 5, Q8_0 target, T = 1, K 4: 36-44 tokens/s unpinned, 50
-  # pinned to core 1; docs/services.md "On a small CPU machine").
+  # The coordinator goes beside the draft, off the target's core, so that
+  # its threads never wake on the core of a verify pass (measured level
+  # with leaving it to the scheduler, within this host's noise: Zen 5,
+  # 2026-12-07, docs/measurements.md "Back on the Zen 5").
   pin0=() pin1=() coord_cpus=()
   if command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ]; then
     pin0=(taskset -c 0) pin1=(taskset -c 1) coord_cpus=(--cpus 1)
