@@ -200,9 +200,10 @@ void Tile(const uint8_t* const* grp, const __mmask16* masks, int64_t nu, const S
   Zero<G, T>(acc);
   // Whether this tile prefetches is known when it is compiled (kAhead and
   // kNext): a pointer that is null only at run time left a test per step in
-  // the unit's inner loop; on a Zen 4, where nothing prefetched, Q4_K 8192 x 2304 ran 7-27%
-  // slower at 1-9 tokens with it (specserve-kernel-bench, 1 thread, median
-  // of 3 alternating runs, us: 3 tokens 647 -> 810, 9 tokens 1421 -> 1805).
+  // the unit's inner loop; on a Zen 4, where nothing prefetched, Q4_K 8192
+  // x 2304 ran 7-27% slower at 1-9 tokens with it (specserve-kernel-bench,
+  // 1 thread, median of 3 alternating runs, us: 3 tokens 647 -> 810, 9
+  // tokens 1421 -> 1805).
   constexpr bool kAhead = kSpread && T <= K::kSpreadTokens;
   SpreadPrefetch<G> ahead(grp, K::kBytes);
   SpreadPrefetch<G>* const pa = kAhead ? &ahead : nullptr;
@@ -404,7 +405,7 @@ void Rows(const MatrixView& w, const Int8Activations& a, float* y, int64_t r0, i
         // 2304 / 2304 x 8192: Q6_K 1504 / 1402 -> 1381 / 1273, Q4_K 1050 /
         // 1049 -> 1064 / 908; the ~1B Q4_K_M target's 5-token pass 64.9-65.2
         // -> 60.9-62.0 ms. Zen 5 (2026-12-07), 8192 x 2304, 3 + 3 rounds in
-        // both orders: Q4_K 970-1579 -> 746-1064, Q6_K 1111-2078 -> 941-1438.
+        // both orders: Q4_K 878-1579 -> 746-1064, Q6_K 1111-2078 -> 941-1438.
         // At 4 tokens one tile is faster (Zen 4).
         const bool one_tile = nt <= K::kTileTokens && (nt < 5 || !Decodes<K, G>);
         if (one_tile && prefetch) {
