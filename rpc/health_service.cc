@@ -46,6 +46,15 @@ class HealthService::Watcher final : public grpc::ServerWriteReactor<Response> {
   void OnWriteDone(bool ok) override {
     std::lock_guard<std::mutex> lock(svc_->mu_);
     writing_ = false;
+    // A change that came during this write goes out before the stream ends:
+    // the drain's NOT_SERVING, queued behind a SERVING, is the last word.
+    if (ok && has_pending_) {
+      has_pending_ = false;
+      writing_ = true;
+      out_.set_status(pending_);
+      StartWrite(&out_);
+      return;
+    }
     if (finishing_) {
       if (!finished_) {
         Finish(final_);
@@ -56,10 +65,6 @@ class HealthService::Watcher final : public grpc::ServerWriteReactor<Response> {
     if (!ok) {
       FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "the health watch stream closed"));
       return;
-    }
-    if (has_pending_) {
-      has_pending_ = false;
-      SendLocked(pending_);
     }
   }
 

@@ -136,6 +136,27 @@ TEST(GrpcHealth, WatchStreamsEveryChangeAndEndsWhenTheServerStops) {
   EXPECT_TRUE(other_watch->Finish().ok());
 }
 
+// A change still being written when the drain begins: the drain's
+// NOT_SERVING waited behind it and was dropped when the stream finished, so
+// the watch ended on SERVING (seen once in CI: the test above, under load).
+// Here the drain follows SetServing(true) at once, before its write is done.
+TEST(GrpcHealth, TheDrainsNotServingIsTheLastWordEvenBehindAWrite) {
+  for (int round = 0; round < 20; ++round) {
+    Served served;
+    ASSERT_NE(served.server, nullptr);
+    grpc::ClientContext ctx;
+    auto watch = served.stub->Watch(&ctx, HealthCheckRequest());
+    HealthCheckResponse::ServingStatus s{};
+    ASSERT_TRUE(Next(*watch, &s));
+    served.server->SetServing(true);
+    served.server->Drain([] {}, [] { return 0; });
+    HealthCheckResponse::ServingStatus last = s;
+    while (Next(*watch, &s)) last = s;
+    EXPECT_TRUE(watch->Finish().ok());
+    EXPECT_EQ(last, HealthCheckResponse::NOT_SERVING) << "round " << round;
+  }
+}
+
 // Destroying a server with a watch open does not wait for the client.
 TEST(GrpcHealth, AServerStopsWithAWatchOpen) {
   Served served;
