@@ -102,8 +102,6 @@ absl::StatusOr<Flags> ReadFlags(const CliArgs& a) {
   if (f.coordinator.round_cap > 0 && f.coordinator.round_cap < 1) {
     return absl::InvalidArgumentError("--round-cap must be 0 (off) or at least 1");
   }
-  ASSIGN_OR_RETURN(int64_t cohort_ms, a.Int("cohort-epoch-ms", 0, 3600 * 1000));
-  f.coordinator.cohort_epoch = std::chrono::milliseconds(cohort_ms);
   ASSIGN_OR_RETURN(f.stats_interval_s, a.Double("stats-interval-s", 0, 24 * 3600));
   ASSIGN_OR_RETURN(f.cpus, rpc::ParseCpuList(a.Str("cpus")));
   f.upstreams.max_message_bytes = f.server.max_message_bytes;
@@ -144,10 +142,6 @@ int Main(int argc, char** argv) {
             "adaptive K: a round may last at most this many times a plain round, as predicted (its verify pass "
             "and a draft on demand), so that a token waits at most about that much longer than plain decoding's "
             "inter-token time (the p99 a larger K's bursts lengthen); 0: off, else at least 1");
-  args.Flag("cohort-epoch-ms", "0",
-            "adaptive K under load: epochs in which every request either keeps or waives the K policy's margins "
-            "for drafting in a batch, each way's tokens/s measured against the other's (0: off, margins always "
-            "kept; for steady loads of a few clients, not open-loop arrivals: docs/round_protocol.md)");
   args.Flag("connect-timeout", "60", "seconds to wait at start for the target to answer");
   args.Flag("overlap", "on", "on: the draft service drafts the next block while the target verifies; off: they take turns");
   args.Flag("verify-timeout-s", "60", "a verify call slower than this fails the request with UNAVAILABLE (0: wait)");

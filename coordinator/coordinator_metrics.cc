@@ -85,21 +85,6 @@ CoordinatorMetrics::CoordinatorMetrics(prometheus::Registry& r)
   for (int i = 0; i < KPolicy::kReasons; ++i) {
     k_choices_[i] = &choices.Add({{"reason", KPolicy::ReasonName(static_cast<KPolicy::Reason>(i))}});
   }
-  auto& epochs = CounterFamily(r, "specserve_cohort_epochs_total",
-                               "Epochs the cohort gate measured, by arm: the K policy's margins kept or waived");
-  auto& tokens = CounterFamily(r, "specserve_cohort_epoch_tokens_total", "Tokens committed in those epochs, by arm");
-  auto& seconds = CounterFamily(r, "specserve_cohort_epoch_seconds_total", "The length of those epochs, by arm");
-  for (CohortGate::Arm arm : {CohortGate::kKept, CohortGate::kWaived}) {
-    cohort_epochs_[arm] = &epochs.Add({{"arm", CohortGate::ArmName(arm)}});
-    cohort_tokens_[arm] = &tokens.Add({{"arm", CohortGate::ArmName(arm)}});
-    cohort_seconds_[arm] = &seconds.Add({{"arm", CohortGate::ArmName(arm)}});
-  }
-}
-
-void CoordinatorMetrics::ObserveCohortEpoch(const CohortGate::Epoch& e) {
-  cohort_epochs_[e.arm]->Increment();
-  cohort_tokens_[e.arm]->Increment(static_cast<double>(e.tokens));
-  cohort_seconds_[e.arm]->Increment(e.seconds);
 }
 
 void CoordinatorMetrics::ObserveRound(const RoundRecord& r) {

@@ -16,7 +16,6 @@
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 
-#include "coordinator/cohort_gate.h"
 #include "coordinator/k_policy.h"
 #include "coordinator/round_loop.h"
 
@@ -39,8 +38,6 @@ class CoordinatorMetrics {
   std::array<prometheus::Counter*, kMaxPosition> position_accepted_{};
   std::array<prometheus::Counter*, KPolicy::kReasons> k_choices_{};  // specserve_k_choices_total{reason}
   prometheus::Histogram& k_promised_gain_;      // specserve_k_promised_gain: best K > 0 over plain, predicted
-  // specserve_cohort_epochs_total, _epoch_tokens_total, _epoch_seconds_total, {arm} (coordinator/cohort_gate.h)
-  std::array<prometheus::Counter*, 2> cohort_epochs_{}, cohort_tokens_{}, cohort_seconds_{};
 
  public:
   explicit CoordinatorMetrics(prometheus::Registry& registry);
@@ -57,8 +54,6 @@ class CoordinatorMetrics {
   // One verified round: its tokens by drafter and position, its K and why
   // the policy chose it, and its time by phase.
   void ObserveRound(const RoundRecord& r);
-  // One epoch the cohort gate credited: its arm, tokens and length.
-  void ObserveCohortEpoch(const CohortGate::Epoch& e);
 
   // Running totals since start, for the periodic stats line (stats_log.h).
   struct Totals {

@@ -30,12 +30,7 @@ class GenerationService final : public v1::Generation::CallbackService {
   // here (specserve_requests_waiting counts queued requests too).
   GenerationService(CoordinatorMetrics* metrics, CoordinatorOptions opts, RequestQueue::Options queue);
   // The target answered: start serving (calls before this get UNAVAILABLE).
-  void Attach(Upstreams* upstreams) {
-    CohortGate& cohort = upstreams->target_load().cohort();
-    cohort.SetEpoch(opts_.cohort_epoch);
-    if (metrics_) cohort.OnEpoch([m = metrics_](const CohortGate::Epoch& e) { m->ObserveCohortEpoch(e); });
-    upstreams_.store(upstreams);
-  }
+  void Attach(Upstreams* upstreams) { upstreams_.store(upstreams); }
   ~GenerationService() override { WaitIdle(); }
 
   grpc::ServerWriteReactor<v1::GenerateResponse>* Generate(grpc::CallbackServerContext* ctx,

@@ -52,14 +52,9 @@ void KPolicy::Observe(int32_t k, int32_t accepted, double draft_seconds, double 
   }
   // An exploration (a drafting round after a full wait, when the reason is
   // not known): wait twice as long next time. A K the policy chose itself:
-  // back to the shortest wait. A cohort round (the gate waived the
-  // premiums; coordinator/cohort_gate.h) is neither: the wait stays.
+  // back to the shortest wait.
   const bool explored = why ? *why == Reason::kExplore : plain_streak_ >= ExploreWait();
-  if (explored) {
-    explore_after_ = std::min(2 * explore_after_, kExploreMax);
-  } else if (!why || *why != Reason::kCohort) {
-    explore_after_ = kExploreAfter;
-  }
+  explore_after_ = explored ? std::min(2 * explore_after_, kExploreMax) : kExploreAfter;
   plain_streak_ = 0;
   acc_ = acc_ * kDecay + accepted;
   rej_ = rej_ * kDecay + (accepted < k ? 1 : 0);
@@ -141,7 +136,6 @@ const char* KPolicy::ReasonName(Reason r) {
     case Reason::kPlainMargin: return "plain_margin";
     case Reason::kPlainLate: return "plain_late";
     case Reason::kPlainLoad: return "plain_load";
-    case Reason::kCohort: return "cohort";
     case Reason::kCapped: return "capped";
   }
   return "unknown";
@@ -220,7 +214,6 @@ KPolicy::Choice KPolicy::Choose() const {
     c.reason = Reason::kCapped;
   } else if (best == 0 && best_drafting > plain_rate * (1 + 1e-9)) {
     c.reason = alone_and_late(best_drafting_k) ? Reason::kPlainLate : Reason::kPlainMargin;
-    if (waived_) c = Choice{1, Reason::kCohort, c.gain};  // the smallest step (WaivePremiums)
   }
   // Plain for a while: one round of K = 1 measures acceptance and the
   // draft's cost again (see the header). Also in a request that has not

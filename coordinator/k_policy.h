@@ -42,8 +42,7 @@
 // rounds, every later round plain, against 0.85 measured with a fixed K).
 // So after kExploreAfter plain rounds in a row the policy drafts K = 1 for one
 // round, and doubles that wait (up to kExploreMax) each time the exploration
-// does not bring K back; a K > 0 the policy chose itself resets it, and a
-// cohort round (WaivePremiums) leaves it as it was. A
+// does not bring K back; a K > 0 the policy chose itself resets it. A
 // request that has not drafted yet explores too when alone on the target:
 // it started from another request's figures (Seed), and its plain rounds
 // post none (seen at 1 client on the 2-core Zen 4: two of three rounds
@@ -129,17 +128,10 @@ class KPolicy {
     kPlainMargin,  // plain: a K > 0 predicts more, but not kLoadMargin more
     kPlainLate,    // plain: a K > 0 predicts more, but not kLonePremium more
     kPlainLoad,    // plain: the target has DisableAtSessions or more sessions open
-    kCohort,       // K = 1 where a premium alone held drafting back, under WaivePremiums
     kCapped,       // a smaller K (or plain): the preferred K's round would pass CapRounds
   };
-  static constexpr int kReasons = 10;
+  static constexpr int kReasons = 9;
   static const char* ReasonName(Reason r);
-  // Whether a premium decided the choice: it held drafting back
-  // (kPlainMargin, kPlainLate) or was waived (kCohort). The cohort gate's
-  // arms differ on such rounds only (coordinator/cohort_gate.h).
-  static bool PremiumDecided(Reason r) {
-    return r == Reason::kPlainMargin || r == Reason::kPlainLate || r == Reason::kCohort;
-  }
   struct Choice {
     int32_t k = 0;
     Reason reason = Reason::kFixed;
@@ -174,18 +166,6 @@ class KPolicy {
   // ignored when not known (in-process targets).
   void ObserveTarget(const TargetLoad& load, double network_seconds);
   bool load_aware() const { return load_.known; }
-  // While on, a round that kLoadMargin or kLonePremium alone would keep
-  // plain drafts K = 1 instead (reason kCohort): the coordinator's cohort
-  // gate (coordinator/cohort_gate.h) turns it on for every session at once
-  // in the epochs that measure drafting together against the premiums.
-  // K = 1, the smallest step, not the K of the highest predicted rate:
-  // the premiums exist because that rate overrates drafting in a batch, and
-  // a waived epoch that loses should lose little. (2-core Zen 4, ~1B Q8_0
-  // target, one run each: at 2 clients 1.08x plain's throughput against
-  // 1.03-1.19x with the best K; under Poisson arrivals E2E p50 1.10x
-  // plain's against 1.19-1.42x.) Once the batch drafts, its policies choose
-  // their K themselves (no mate is plain).
-  void WaivePremiums(bool on) { waived_ = on; }
   // Adaptive K: a round of K may last at most `ratio` times a plain round,
   // as predicted: its verify pass over K + 1 tokens plus a draft on demand
   // (the look-ahead misses after a rejection), against one plain pass
@@ -259,7 +239,6 @@ class KPolicy {
   int64_t ExploreWait() const;
   TargetLoad load_;           // the latest report
   int32_t disable_at_ = 0;    // DisableAtSessions
-  bool waived_ = false;       // WaivePremiums
   double round_cap_ = 0;      // CapRounds
   double network_s_ = 0;      // decayed mean seconds of a verify call outside the target
 };

@@ -40,9 +40,6 @@ struct CoordinatorOptions {
   // Adaptive K: a round lasts at most this many plain rounds, as predicted
   // (KPolicy::CapRounds; 0: off).
   double round_cap = 0;
-  // Adaptive K under load: the cohort gate's epoch (coordinator/cohort_gate.h;
-  // 0: off, the K policy's premiums always hold).
-  std::chrono::milliseconds cohort_epoch{0};
   // A verify call slower than this fails the request with UNAVAILABLE (0: no limit).
   std::chrono::milliseconds verify_timeout{60000};
 };

@@ -106,17 +106,8 @@ class GenerationRun {
     loop.on_logprobs = [this](absl::Span<const TokenLogprob> lps) {
       held_logprobs_.insert(held_logprobs_.end(), lps.begin(), lps.end());
     };
-    // The cohort gate (coordinator/cohort_gate.h) says when the K policy
-    // waives its premiums, and measures each way by the tokens committed.
-    CohortGate& cohort = up_.target_load().cohort();
-    const bool gated = cohort.on();
-    if (gated) loop.waive_premiums = [&cohort] { return cohort.Waived(SteadyClock::now()); };
-    loop.on_round = [this, &cohort, gated](const RoundRecord& r) {
+    loop.on_round = [this](const RoundRecord& r) {
       if (rc_.metrics) rc_.metrics->ObserveRound(r);
-      if (gated) {
-        const bool contested = r.choice && KPolicy::PremiumDecided(r.choice->reason);
-        cohort.Round(r.accepted + 1, r.choice.has_value(), contested, SteadyClock::now());
-      }
     };
     loop.make_fallback = [this](const absl::Status& why, bool at_open) -> std::unique_ptr<Drafter> {
       // The request's own end (the client cancelled or went away, or its

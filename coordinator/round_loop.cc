@@ -143,7 +143,6 @@ class Loop {
   // failed drafter is replaced and the replacement proposes this round.
   Proposal Propose(RoundRecord& rec) {
     // The policy's choice, kept with its reason for the metrics.
-    if (drafter_ && opts_.waive_premiums) opts_.k.WaivePremiums(opts_.waive_premiums());
     if (drafter_) rec.choice = opts_.k.Choose();
     rec.k = rec.choice ? Capped(rec.choice->k) : 0;
     if (unopened_) {

@@ -55,10 +55,6 @@ struct LoopOptions {
   // of acceptance and the draft's cost), to seed later requests' (KPolicy::Seed);
   // never after a fallback, whose rounds blend another drafter's into it.
   std::function<void(const KPolicy&)> on_policy;
-  // Asked before each round's K choice: whether the K policy waives its
-  // premiums this round (KPolicy::WaivePremiums; the coordinator's cohort
-  // gate, coordinator/cohort_gate.h). Unset: never.
-  std::function<bool()> waive_premiums;
   // Called when the drafter fails to open (`at_open`) or to propose, with
   // its error; returns a replacement (the n-gram drafter) or nullptr for
   // plain target decoding. Output stays exact either way.

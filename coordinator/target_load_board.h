@@ -16,7 +16,6 @@
 #include <mutex>
 #include <optional>
 
-#include "coordinator/cohort_gate.h"
 #include "coordinator/k_policy.h"
 #include "spec/round.h"
 
@@ -65,11 +64,11 @@ class TargetLoadBoard {
    public:
     explicit Live(TargetLoadBoard* board) : board_(board) {
       std::lock_guard<std::mutex> lock(board_->mu_);
-      board_->cohort_.Live(++board_->live_, Clock::now());
+      ++board_->live_;
     }
     ~Live() {
       std::lock_guard<std::mutex> lock(board_->mu_);
-      board_->cohort_.Live(--board_->live_, Clock::now());
+      --board_->live_;
     }
     Live(const Live&) = delete;
     Live& operator=(const Live&) = delete;
@@ -82,10 +81,6 @@ class TargetLoadBoard {
     std::lock_guard<std::mutex> lock(mu_);
     return live_;
   }
-
-  // Whether this coordinator's requests draft together under load (its
-  // occupancy is the count of Live holders).
-  CohortGate& cohort() { return cohort_; }
 
   // Policies are kept per drafter (`drafter`: its v1::Drafter value): an
   // n-gram drafter's acceptance and cost say nothing of the model's.
@@ -111,7 +106,6 @@ class TargetLoadBoard {
   };
   std::map<int, Learned> policies_;
   int live_ = 0;  // requests holding a Live
-  CohortGate cohort_;
 };
 
 }  // namespace specserve

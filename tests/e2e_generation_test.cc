@@ -185,35 +185,6 @@ TEST_F(GenerationTest, ConcurrentRequestsAreBatchedAndExact) {
       << "no forward pass held more than one session";
 }
 
-// The cohort gate (coordinator/cohort_gate.h) with 50 ms epochs: concurrent
-// adaptive-K requests whose K policies keep and waive their load margins
-// many times within a request, all still exact; the gate's metrics are
-// exported by arm.
-TEST_F(GenerationTest, AdaptiveKUnderAFastCohortGateIsExact) {
-  Cluster c({.coordinator_args = {"--cohort-epoch-ms", "50"}});
-  ASSERT_TRUE(c.ready) << c.Logs();
-  constexpr int kTokens = 64;
-  std::vector<e2e::StreamResult> got(6);
-  std::vector<std::thread> threads;
-  for (size_t i = 0; i < got.size(); ++i) {
-    threads.emplace_back([&, i] {
-      v1::GenerateRequest req = Request(kPrompts[i % 3], kTokens, v1::DRAFTER_MODEL);
-      req.set_adaptive_k(true);
-      got[i] = e2e::Generate(*c.stub, req);
-    });
-  }
-  for (std::thread& t : threads) t.join();
-  for (size_t i = 0; i < got.size(); ++i) {
-    ASSERT_TRUE(got[i].status.ok()) << got[i].status.error_message() << c.Logs();
-    EXPECT_EQ(got[i].ids, Reference(kPrompts[i % 3], kTokens)) << "request " << i;
-  }
-  const std::string m = Scrape(c.coordinator_metrics);
-  for (const char* arm : {"arm=\"kept\"", "arm=\"waived\""}) {
-    EXPECT_GE(Metric(m, "specserve_cohort_epochs_total", {arm}), 0) << arm;
-    EXPECT_GE(Metric(m, "specserve_cohort_epoch_seconds_total", {arm}), 0) << arm;
-  }
-}
-
 TEST_F(GenerationTest, AdaptiveKAndUnaryAgreeWithStreaming) {
   v1::GenerateRequest req = Request(kPrompts[0], 48, v1::DRAFTER_MODEL);
   req.set_adaptive_k(true);

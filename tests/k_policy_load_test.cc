@@ -2,7 +2,7 @@
 // report (docs/round_protocol.md "K under load") in the choice of K, plain
 // decoding included; the premiums a batch's drafting must promise; the
 // exploration of a plain streak; the draft's look-ahead; the switches that
-// turn drafting off (DisableAtSessions) or the premiums (WaivePremiums).
+// turn drafting off (DisableAtSessions).
 // tests/k_policy_test.cc has the policy without a report.
 #include "coordinator/k_policy.h"
 
@@ -413,70 +413,6 @@ TEST(KPolicyLoadAware, FixedKIgnoresTheReport) {
   KPolicy p = KPolicy::Fixed(3);
   FeedLoaded(p, 50, 3, 0.1, 0.0005, 0.002, 32, 1e-4);
   EXPECT_EQ(p.Next(), 3);
-}
-
-TEST(KPolicyLoadAware, WaivedPremiumsDraftOneTokenWhereTheyHeldDraftingBack) {
-  // The two cases above a premium alone kept plain: under the cohort gate's
-  // waiver (coordinator/cohort_gate.h) both draft K = 1, with the reason
-  // kCohort and the same promised gain.
-  for (KPolicy p : {LoadedNearTie(0.015, 1.0, 0.030), DraftingBatchOf8(0.110)}) {
-    const KPolicy::Choice kept = p.Choose();
-    ASSERT_EQ(kept.k, 0);
-    p.WaivePremiums(true);
-    const KPolicy::Choice waived = p.Choose();
-    EXPECT_EQ(waived.k, 1);
-    EXPECT_EQ(waived.reason, KPolicy::Reason::kCohort);
-    EXPECT_TRUE(KPolicy::PremiumDecided(kept.reason));
-    EXPECT_TRUE(KPolicy::PremiumDecided(waived.reason));
-    EXPECT_DOUBLE_EQ(waived.gain, kept.gain);
-    p.WaivePremiums(false);
-    EXPECT_EQ(p.Choose().reason, kept.reason);
-  }
-  // Where no K beats plain decoding the waiver changes nothing: 1.5 tokens
-  // in 128 ms against 1 in 89 ms is a 4% gain, so test a loss instead.
-  KPolicy losing = DraftingBatchOf8(0.160);
-  losing.WaivePremiums(true);
-  EXPECT_EQ(losing.Choose().k, 0);
-  EXPECT_EQ(losing.Choose().reason, KPolicy::Reason::kPlainRate);
-  EXPECT_FALSE(KPolicy::PremiumDecided(KPolicy::Reason::kPlainRate));
-  EXPECT_FALSE(KPolicy::PremiumDecided(KPolicy::Reason::kBest));
-}
-
-TEST(KPolicyLoadAware, ACohortRoundIsNoExploration) {
-  // A session held plain by the lone premium, after a plain streak as long
-  // as its exploration wait (8 rounds times 16 sessions a pass), drafts one
-  // round under the cohort gate's waiver. That round is not an exploration:
-  // the wait before the next one stays 128 plain rounds. (It was taken for
-  // one, and the wait doubled.)
-  KPolicy p = LoadedNearTie(0.015, 1.0, 0.030);
-  TargetLoad load{true, 0.085, 0.0009375, 16, 16, {{16, 0.100}, {32, 0.115}}};
-  load.tokens_per_session = 1.0;
-  load.gather_seconds = 0.030;
-  const int wait = 16 * KPolicy::kExploreAfter;
-  auto plain_until_explored = [&] {
-    for (int i = 0; i < 4 * wait; ++i) {
-      const KPolicy::Choice c = p.Choose();
-      if (c.reason == KPolicy::Reason::kExplore) return i;
-      EXPECT_EQ(c.reason, KPolicy::Reason::kPlainLate) << "round " << i;
-      p.Observe(0, 0, 0, PassSeconds(load, 16), KPolicy::Wait::kOnDemand, c.reason);
-      p.ObserveTarget(load, 0.001);
-    }
-    return -1;
-  };
-  ASSERT_EQ(plain_until_explored(), wait);
-  p.WaivePremiums(true);
-  const KPolicy::Choice cohort = p.Choose();
-  ASSERT_EQ(cohort.reason, KPolicy::Reason::kCohort);
-  p.Observe(1, 1, 0.035, PassSeconds(load, 32), KPolicy::Wait::kOnDemand, cohort.reason);
-  p.ObserveTarget(load, 0.001);
-  p.WaivePremiums(false);
-  EXPECT_EQ(plain_until_explored(), wait);
-  // An exploration that does not bring K back doubles the wait, as before.
-  const KPolicy::Choice explore = p.Choose();
-  ASSERT_EQ(explore.reason, KPolicy::Reason::kExplore);
-  p.Observe(1, 1, 0.035, PassSeconds(load, 32), KPolicy::Wait::kOnDemand, explore.reason);
-  p.ObserveTarget(load, 0.001);
-  EXPECT_EQ(plain_until_explored(), 2 * wait);
 }
 
 TEST(KPolicyLoadAware, CappedRoundsKeepTheLongestWaitNearAPlainPass) {

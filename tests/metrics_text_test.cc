@@ -53,31 +53,6 @@ TEST(KChoiceScrape, CountsByReasonAndThePromisedGainBetweenTwoScrapes) {
   EXPECT_EQ(cli::ParseKChoices("").Json()["promised_gain_mean"], nullptr);
 }
 
-TEST(KChoiceScrape, TheCohortGatesEpochsByArmBetweenTwoScrapes) {
-  const std::string before =
-      "specserve_cohort_epochs_total{arm=\"kept\"} 1\n"
-      "specserve_cohort_epoch_tokens_total{arm=\"kept\"} 60\n"
-      "specserve_cohort_epoch_seconds_total{arm=\"kept\"} 2\n"
-      "specserve_cohort_epochs_total{arm=\"waived\"} 0\n";
-  const std::string after =
-      "specserve_cohort_epochs_total{arm=\"kept\"} 3\n"
-      "specserve_cohort_epoch_tokens_total{arm=\"kept\"} 200\n"
-      "specserve_cohort_epoch_seconds_total{arm=\"kept\"} 6\n"
-      "specserve_cohort_epochs_total{arm=\"waived\"} 2\n"
-      "specserve_cohort_epoch_tokens_total{arm=\"waived\"} 160\n"
-      "specserve_cohort_epoch_seconds_total{arm=\"waived\"} 4\n";
-  const cli::KChoiceCounts b = cli::ParseKChoices(before);
-  ASSERT_EQ(b.cohort.size(), 1u);  // an arm with no epoch is left out
-  const cli::KChoiceCounts d = cli::ParseKChoices(after).Since(b);
-  EXPECT_EQ(d.cohort.at("kept").epochs, 2);
-  EXPECT_EQ(d.Line(), "cohort epochs kept 2 at 35.0 t/s, waived 2 at 40.0 t/s");
-  EXPECT_DOUBLE_EQ(d.Json()["cohort"]["waived"]["tokens_per_s"].get<double>(), 40.0);
-  cli::KChoiceCounts sum = d;
-  sum += d;
-  EXPECT_EQ(sum.cohort.at("waived").epochs, 4);
-  EXPECT_FALSE(d.empty());
-}
-
 TEST(KChoiceScrape, AnUnreachableOrMalformedAddressIsAnError) {
   EXPECT_EQ(cli::ScrapeKChoices("127.0.0.1:1").status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(cli::ScrapeKChoices("http://127.0.0.1:1").status().code(), absl::StatusCode::kUnavailable);

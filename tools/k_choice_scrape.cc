@@ -9,7 +9,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "coordinator/cohort_gate.h"
 #include "coordinator/k_policy.h"
 #include "rpc/metrics_text.h"
 
@@ -24,11 +23,6 @@ KChoiceCounts KChoiceCounts::Since(const KChoiceCounts& before) const {
   }
   d.gain_sum = gain_sum - before.gain_sum;
   d.gain_count = gain_count - before.gain_count;
-  for (const auto& [arm, a] : cohort) {
-    auto it = before.cohort.find(arm);
-    const Arm b = it == before.cohort.end() ? Arm{} : it->second;
-    if (a.epochs > b.epochs) d.cohort[arm] = Arm{a.epochs - b.epochs, a.tokens - b.tokens, a.seconds - b.seconds};
-  }
   return d;
 }
 
@@ -36,25 +30,14 @@ KChoiceCounts& KChoiceCounts::operator+=(const KChoiceCounts& other) {
   for (const auto& [reason, n] : other.rounds) rounds[reason] += n;
   gain_sum += other.gain_sum;
   gain_count += other.gain_count;
-  for (const auto& [arm, a] : other.cohort) {
-    Arm& mine = cohort[arm];
-    mine.epochs += a.epochs;
-    mine.tokens += a.tokens;
-    mine.seconds += a.seconds;
-  }
   return *this;
 }
 
 nlohmann::json KChoiceCounts::Json() const {
   nlohmann::json by_reason = nlohmann::json::object();
   for (const auto& [reason, n] : rounds) by_reason[reason] = n;
-  nlohmann::json arms = nlohmann::json::object();
-  for (const auto& [arm, a] : cohort) {
-    arms[arm] = {{"epochs", a.epochs}, {"tokens_per_s", a.seconds > 0 ? a.tokens / a.seconds : 0.0}};
-  }
   return {{"rounds", by_reason},
-          {"promised_gain_mean", gain_count > 0 ? nlohmann::json(gain_sum / gain_count) : nlohmann::json(nullptr)},
-          {"cohort", arms}};
+          {"promised_gain_mean", gain_count > 0 ? nlohmann::json(gain_sum / gain_count) : nlohmann::json(nullptr)}};
 }
 
 std::string KChoiceCounts::Line() const {
@@ -65,14 +48,6 @@ std::string KChoiceCounts::Line() const {
     }));
   }
   if (gain_count > 0) parts.push_back(absl::StrFormat("promised gain mean %.2f", gain_sum / gain_count));
-  if (!cohort.empty()) {
-    parts.push_back(absl::StrCat("cohort epochs ", absl::StrJoin(cohort, ", ", [](std::string* out, const auto& kv) {
-                                   const Arm& a = kv.second;
-                                   absl::StrAppend(out, kv.first, " ", static_cast<long long>(a.epochs), " at ",
-                                                   absl::StrFormat("%.1f", a.seconds > 0 ? a.tokens / a.seconds : 0.0),
-                                                   " t/s");
-                                 })));
-  }
   return absl::StrJoin(parts, "; ");
 }
 
@@ -85,13 +60,6 @@ KChoiceCounts ParseKChoices(const std::string& text) {
   }
   c.gain_sum = std::max(0.0, rpc::SumSamples(text, "specserve_k_promised_gain_sum"));
   c.gain_count = std::max(0.0, rpc::SumSamples(text, "specserve_k_promised_gain_count"));
-  for (CohortGate::Arm arm : {CohortGate::kKept, CohortGate::kWaived}) {
-    const std::string label = absl::StrCat("arm=\"", CohortGate::ArmName(arm), "\"");
-    KChoiceCounts::Arm a{rpc::SumSamples(text, "specserve_cohort_epochs_total", {label}),
-                         rpc::SumSamples(text, "specserve_cohort_epoch_tokens_total", {label}),
-                         rpc::SumSamples(text, "specserve_cohort_epoch_seconds_total", {label})};
-    if (a.epochs > 0) c.cohort[CohortGate::ArmName(arm)] = a;
-  }
   return c;
 }
 

@@ -3,8 +3,6 @@
 // policy's reason (specserve_k_choices_total{reason}) and the mean gain it
 // predicted for drafting over plain decoding (specserve_k_promised_gain).
 // A serve-bench row then says why speculation was on or off at its load.
-// With them, the cohort gate's epochs by arm (margins kept or waived) and
-// the tokens a second each arm committed (specserve_cohort_epoch_*).
 #pragma once
 
 #include <map>
@@ -19,20 +17,14 @@ namespace specserve::cli {
 struct KChoiceCounts {
   std::map<std::string, double> rounds;  // by reason; reasons with no rounds left out
   double gain_sum = 0, gain_count = 0;
-  struct Arm {
-    double epochs = 0, tokens = 0, seconds = 0;
-  };
-  std::map<std::string, Arm> cohort;  // by arm ("kept", "waived"); arms with no epoch left out
 
-  bool empty() const { return rounds.empty() && gain_count == 0 && cohort.empty(); }
+  bool empty() const { return rounds.empty() && gain_count == 0; }
   // The counts since `before` (a scrape of the same coordinator).
   KChoiceCounts Since(const KChoiceCounts& before) const;
   KChoiceCounts& operator+=(const KChoiceCounts& other);
-  // {"rounds": {"best": 12, ...}, "promised_gain_mean": 1.12 (null without one),
-  //  "cohort": {"waived": {"epochs": 20, "tokens_per_s": 39.1}, ...}}
+  // {"rounds": {"best": 12, ...}, "promised_gain_mean": 1.12 (null without one)}
   nlohmann::json Json() const;
-  // "best 12, plain_margin 340; promised gain mean 1.12; cohort epochs
-  // kept 9 at 35.0 t/s, waived 20 at 39.1 t/s"
+  // "best 12, plain_margin 340; promised gain mean 1.12"
   std::string Line() const;
 };
 
