@@ -98,10 +98,6 @@ absl::StatusOr<Flags> ReadFlags(const CliArgs& a) {
   f.coordinator.default_max_tokens = static_cast<int>(max_tokens);
   ASSIGN_OR_RETURN(int64_t spec_max, a.Int("speculation-max-sessions", 0, 1 << 20));
   f.coordinator.speculation_max_sessions = static_cast<int>(spec_max);
-  ASSIGN_OR_RETURN(f.coordinator.round_cap, a.Double("round-cap", 0, 100));
-  if (f.coordinator.round_cap > 0 && f.coordinator.round_cap < 1) {
-    return absl::InvalidArgumentError("--round-cap must be 0 (off) or at least 1");
-  }
   ASSIGN_OR_RETURN(f.stats_interval_s, a.Double("stats-interval-s", 0, 24 * 3600));
   ASSIGN_OR_RETURN(f.cpus, rpc::ParseCpuList(a.Str("cpus")));
   f.upstreams.max_message_bytes = f.server.max_message_bytes;
@@ -138,10 +134,6 @@ int Main(int argc, char** argv) {
   args.Flag("speculation-max-sessions", "0",
             "every request decodes plainly while the target reports this many sessions open or more, whatever "
             "its K (vLLM's disable-by-batch-size; 0: never)");
-  args.Flag("round-cap", "0",
-            "adaptive K: a round may last at most this many times a plain round, as predicted (its verify pass "
-            "and a draft on demand), so that a token waits at most about that much longer than plain decoding's "
-            "inter-token time (the p99 a larger K's bursts lengthen); 0: off, else at least 1");
   args.Flag("connect-timeout", "60", "seconds to wait at start for the target to answer");
   args.Flag("overlap", "on", "on: the draft service drafts the next block while the target verifies; off: they take turns");
   args.Flag("verify-timeout-s", "60", "a verify call slower than this fails the request with UNAVAILABLE (0: wait)");

@@ -136,7 +136,6 @@ const char* KPolicy::ReasonName(Reason r) {
     case Reason::kPlainMargin: return "plain_margin";
     case Reason::kPlainLate: return "plain_late";
     case Reason::kPlainLoad: return "plain_load";
-    case Reason::kCapped: return "capped";
   }
   return "unknown";
 }
@@ -180,17 +179,9 @@ KPolicy::Choice KPolicy::Choose() const {
     return batched && k > 0 ? 1 + kLoadMargin : 1.0;
   };
   auto rate = [&](int32_t k) { return (1 - std::pow(a, k + 1)) / (1 - a) / std::max(1e-9, round_seconds(k)); };
-  // CapRounds: a round's longest predicted wait, its pass and a draft on
-  // demand, against a plain round's.
-  auto longest_round = [&](int32_t k) {
-    const double pass = load_.known ? network_s_ + PassSeconds(load_, batch * (k + 1)) : VerifyCost(k + 1);
-    return pass + (k > 0 ? draft_.At(k, 1.0) : 0.0);
-  };
-  const double round_limit = round_cap_ > 0 ? round_cap_ * longest_round(0) : 0;
-  auto over_cap = [&](int32_t k) { return round_limit > 0 && k > k_min && longest_round(k) > round_limit; };
   const double plain_rate = rate(0);
-  int32_t best = k_min, uncapped = k_min;
-  double best_rate = -1, uncapped_rate = -1;
+  int32_t best = k_min;
+  double best_rate = -1;
   double best_drafting = 0;  // the highest rate of a K > 0, before premiums
   int32_t best_drafting_k = kMin;
   for (int32_t k = k_min; k <= kMax; ++k) {
@@ -200,19 +191,13 @@ KPolicy::Choice KPolicy::Choose() const {
       best_drafting_k = k;
     }
     const double priced = r / premium(k);
-    if (priced > uncapped_rate * (1 + 1e-9)) {
-      uncapped_rate = priced;
-      uncapped = k;
-    }
-    if (!over_cap(k) && priced > best_rate * (1 + 1e-9)) {
+    if (priced > best_rate * (1 + 1e-9)) {
       best_rate = priced;
       best = k;
     }
   }
   Choice c{best, best > 0 ? Reason::kBest : Reason::kPlainRate, best_drafting / plain_rate};
-  if (best != uncapped) {
-    c.reason = Reason::kCapped;
-  } else if (best == 0 && best_drafting > plain_rate * (1 + 1e-9)) {
+  if (best == 0 && best_drafting > plain_rate * (1 + 1e-9)) {
     c.reason = alone_and_late(best_drafting_k) ? Reason::kPlainLate : Reason::kPlainMargin;
   }
   // Plain for a while: one round of K = 1 measures acceptance and the

@@ -128,9 +128,8 @@ class KPolicy {
     kPlainMargin,  // plain: a K > 0 predicts more, but not kLoadMargin more
     kPlainLate,    // plain: a K > 0 predicts more, but not kLonePremium more
     kPlainLoad,    // plain: the target has DisableAtSessions or more sessions open
-    kCapped,       // a smaller K (or plain): the preferred K's round would pass CapRounds
   };
-  static constexpr int kReasons = 9;
+  static constexpr int kReasons = 8;
   static const char* ReasonName(Reason r);
   struct Choice {
     int32_t k = 0;
@@ -166,16 +165,6 @@ class KPolicy {
   // ignored when not known (in-process targets).
   void ObserveTarget(const TargetLoad& load, double network_seconds);
   bool load_aware() const { return load_.known; }
-  // Adaptive K: a round of K may last at most `ratio` times a plain round,
-  // as predicted: its verify pass over K + 1 tokens plus a draft on demand
-  // (the look-ahead misses after a rejection), against one plain pass
-  // (coordinator --round-cap). A round whose first drafted token is
-  // rejected brings one token, so this bounds how long a token can wait
-  // against plain decoding's inter-token time: the p99 inter-token latency
-  // that a larger K's bursts lengthen. The K of the highest rate among the
-  // rounds within the cap (reason kCapped where that is not the K it would
-  // have chosen); without a target report K stays at least kMin. 0: off.
-  void CapRounds(double ratio) { round_cap_ = ratio; }
   // Plain decoding, fixed K or adaptive, while the target reports `n` or
   // more sessions open (coordinator --speculation-max-sessions; vLLM's
   // disable-by-batch-size): for deployments that want plain decoding's
@@ -239,7 +228,6 @@ class KPolicy {
   int64_t ExploreWait() const;
   TargetLoad load_;           // the latest report
   int32_t disable_at_ = 0;    // DisableAtSessions
-  double round_cap_ = 0;      // CapRounds
   double network_s_ = 0;      // decayed mean seconds of a verify call outside the target
 };
 

@@ -65,7 +65,6 @@ absl::StatusOr<Plan> PlanRequest(const v1::GenerateRequest& req, const Coordinat
   }
   plan.k = k < 0 ? KPolicy::Adaptive() : KPolicy::Fixed(k);
   plan.k.DisableAtSessions(opts.speculation_max_sessions);
-  plan.k.CapRounds(opts.round_cap);
 
   if (req.stop_size() > opts.max_stop_strings) {
     return absl::InvalidArgumentError(absl::StrCat(req.stop_size(), " stop strings (at most ", opts.max_stop_strings, ")"));

@@ -37,9 +37,6 @@ struct CoordinatorOptions {
   // Every request decodes plainly while the target has this many sessions
   // open or more (KPolicy::DisableAtSessions; 0: never).
   int speculation_max_sessions = 0;
-  // Adaptive K: a round lasts at most this many plain rounds, as predicted
-  // (KPolicy::CapRounds; 0: off).
-  double round_cap = 0;
   // A verify call slower than this fails the request with UNAVAILABLE (0: no limit).
   std::chrono::milliseconds verify_timeout{60000};
 };

@@ -415,34 +415,5 @@ TEST(KPolicyLoadAware, FixedKIgnoresTheReport) {
   EXPECT_EQ(p.Next(), 3);
 }
 
-TEST(KPolicyLoadAware, CappedRoundsKeepTheLongestWaitNearAPlainPass) {
-  // One session a pass on a CPU-like target: a pass of T tokens costs 40 ms
-  // + 4 ms a token (44 ms for one, 60 for five), a drafted token 7 ms on
-  // demand, acceptance 0.75. The rate alone prefers K 3 (a round of up to
-  // 77.5 ms, 1.74 plain passes). Capped, a round of K lasts at most
-  // 0.5 + 40 + 4 (K + 1) + 7 K ms against 44.5 for plain decoding.
-  auto policy = [](double cap) {
-    KPolicy p = KPolicy::Adaptive(4);
-    p.CapRounds(cap);
-    FeedLoaded(p, 50, 4, 0.8, 0.040, 0.004, 1, 0.007);
-    return p.Choose();
-  };
-  const KPolicy::Choice free = policy(0);
-  ASSERT_EQ(free.k, 3);
-  EXPECT_EQ(free.reason, KPolicy::Reason::kBest);
-  EXPECT_EQ(policy(10).k, 3);  // a cap that does not bind
-  EXPECT_EQ(policy(10).reason, KPolicy::Reason::kBest);
-  // 1.6: 66.5 ms for K 2 fits 71.2, 77.5 for K 3 does not.
-  EXPECT_EQ(policy(1.6).k, 2);
-  EXPECT_EQ(policy(1.6).reason, KPolicy::Reason::kCapped);
-  // 1.3: only K 1 (55.5 ms) fits 57.9.
-  EXPECT_EQ(policy(1.3).k, 1);
-  // 1.0: no drafting round is as short as a plain one.
-  EXPECT_EQ(policy(1.0).k, 0);
-  EXPECT_EQ(policy(1.0).reason, KPolicy::Reason::kCapped);
-  // The gain it reports is still the best K's, cap or not.
-  EXPECT_DOUBLE_EQ(policy(1.0).gain, free.gain);
-}
-
 }  // namespace
 }  // namespace specserve

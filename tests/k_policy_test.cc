@@ -95,17 +95,6 @@ TEST(KPolicyAdaptive, HighAcceptanceAndFlatVerifyCostPicksLargestK) {
   EXPECT_EQ(p.Next(), KPolicy::kMax);
 }
 
-TEST(KPolicyAdaptive, CappedRoundsWithoutAReportStillDraft) {
-  // Without a target report K never falls below kMin: a cap that no
-  // drafting round meets leaves K 1, the shortest.
-  KPolicy p = KPolicy::Adaptive(4);
-  Feed(p, Rounds(40, [](int32_t k) { return k; }, 0.010, 0.010, 0.002));
-  ASSERT_GT(p.Next(), 1);
-  p.CapRounds(1.0);
-  EXPECT_EQ(p.Next(), 1);
-  EXPECT_EQ(p.Choose().reason, KPolicy::Reason::kCapped);
-}
-
 TEST(KPolicyAdaptive, SteepVerifyCostPicksSmallerKThanFlatAtSameAcceptance) {
   // Same acceptance (3 accepted then a rejection, a = 0.75) for both.
   auto three = [](int32_t) { return 3; };
