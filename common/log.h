@@ -1,7 +1,7 @@
 // The servers' log lines on stderr, in one of two formats (--log-format):
 //
 //   text  specserve-coordinator: MESSAGE key=value ... request_id=ID trace_id=T
-//   json  {"ts":"2026-11-30T17:05:00.123456Z","level":"info","program":"specserve-coordinator",
+//   json  {"ts":"YYYY-MM-DDThh:mm:ss.ffffffZ","level":"info","program":"specserve-coordinator",
 //          "msg":"MESSAGE","request_id":"ID","trace_id":"T","key":value,...}   (one object per line)
 //
 // A thread working for one request sets a RequestScope: every line it writes

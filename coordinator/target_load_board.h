@@ -43,9 +43,8 @@ class TargetLoadBoard {
   // sessions per pass grow in proportion (at most to that count): a report
   // from the last request of a quiet spell says 1 session, and the 8 that
   // arrive together next would otherwise all draft their first round as if
-  // alone (seen between serve-bench's slices on the 2-core Xeon: a cohort of
-  // 8 drafting, and staying so, where the row's other 78 requests decoded
-  // plainly).
+  // alone, and stay drafting among plain batch-mates
+  // (docs/decisions/0010-seeding-new-requests.md).
   std::optional<Report> Latest(Clock::duration max_age = std::chrono::seconds(10)) const {
     std::lock_guard<std::mutex> lock(mu_);
     if (!latest_ || Clock::now() - posted_ > max_age) return std::nullopt;

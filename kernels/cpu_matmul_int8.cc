@@ -90,9 +90,9 @@ inline void Step(const __m512i& w, const __m512& sw, const Int8Pair& x, __m512& 
 // repeat a row (a short last group): its sums are computed and dropped.
 // `ahead`, when set, is the memory of R rows further on: it is prefetched
 // into L2 a slice per pair, so that it has arrived when its tile starts. Without it the R interleaved short row streams left a
-// one-token pass streaming Q8_0 weights at 2/3 of the read bandwidth (10.6
-// vs 16.2 GB/s on the shared Zen 4 box; prefetching into L1 was slower
-// still, 9 GB/s).
+// one-token pass streaming Q8_0 weights well below the read bandwidth;
+// prefetching into L1 was slower still
+// (docs/decisions/0006-q8-0-tile-prefetch.md).
 template <class D, int R, int T>
 void Tile(const uint8_t* const* rows, int nrows, const Int8Activations& a, int64_t t0, float* y, int64_t ldy,
           const uint8_t* ahead) {
@@ -146,7 +146,7 @@ void Tile(const uint8_t* const* rows, int nrows, const Int8Activations& a, int64
 
 // Rows per tile for T tokens: enough independent chains for one token, and
 // R * T accumulators plus the T hoisted biases within the 32 zmm registers
-// (3 tokens: 6 rows measured 20% faster than 8, which spilled).
+// (at 3 tokens 8 rows spill registers; docs/decisions/0004-int8-token-groups.md).
 constexpr int RowsFor(int T) { return T <= 2 ? 8 : T <= 4 ? 6 : T <= 6 ? 4 : 3; }
 
 // Rows [r0, r1) times T tokens; when `prefetch`, each tile prefetches R
@@ -159,7 +159,8 @@ void Group(const MatrixView& w, const Int8Activations& a, int64_t t0, float* y, 
     const int nrows = static_cast<int>(std::min<int64_t>(R, r1 - r));
     const uint8_t* rows[R];
     for (int j = 0; j < R; ++j) rows[j] = w.row(r + (j < nrows ? j : 0));
-    // Two tiles ahead (measured 5-7% faster than the next tile at one token).
+    // Two tiles ahead: the next tile is too late to arrive in time at one
+    // token (docs/decisions/0006-q8-0-tile-prefetch.md).
     const bool pf = prefetch && r + nrows + R < end;
     Tile<D, R, T>(rows, nrows, a, t0, y + r, w.rows, pf ? w.row(r + nrows + R) : nullptr);
   }

@@ -33,11 +33,9 @@ PackedWidePass DefaultPackedWidePass() {
 }
 // Q8_0's tiles of 2-5 tokens under kTokenGroupTiles prefetch each group's
 // block kPrefetchUnits ahead (Q8_0Kernel) where that was measured to pay:
-// AMD family 1Ah (Zen 5). On a Zen 4 (family 19h) the same prefetch made
-// them slower, and a 4-5 token tile without it was faster than groups of
-// 3 + 2 / 2 + 2 (specserve-kernel-bench, Q8_0 8192 x 2304, 1 thread, median
-// of 3 alternating runs, us: 2 / 3 / 4 / 5 tokens 1153 / 1331 / 1372 / 1439
-// with it, 891 / 885 / 959 / 1130 without, 4-5 as groups 1195 / 1264).
+// AMD family 1Ah and later. On family 19h the same prefetch made them
+// slower at 2-5 tokens, and a 4-5 token tile without it was still faster
+// than groups of 3 + 2 / 2 + 2 (docs/decisions/0006-q8-0-tile-prefetch.md).
 // SPECSERVE_CPU_TILE_PREFETCH=0|1 overrides.
 bool DefaultTilePrefetch() {
   const char* env = std::getenv("SPECSERVE_CPU_TILE_PREFETCH");
@@ -129,9 +127,8 @@ struct NextTile {
 // through those L2 passes, memory time and arithmetic add up. Prefetching
 // the next tile meanwhile lets memory work through them. At most
 // kNextTileBytes of it: a tile of 4 groups x 16 rows x 8192 columns of Q8_0
-// is 557 KB, two of them more than a Zen 4's 1 MiB of L2.
-// (_MM_HINT_T0: T1 was slower on Zen 4, Q8_0 8192 x 2304, 9 tokens
-// 1406-1448 us against 1321-1346.)
+// is 557 KB, two of them more than a 1 MiB L2. _MM_HINT_T0: T1 was slower
+// (docs/decisions/0008-next-tile-prefetch.md).
 constexpr int64_t kNextTileBytes = 320 << 10;
 class NextTilePrefetch {
  public:
@@ -162,9 +159,8 @@ bool NextTilePrefetchOn() {
 // Row tiles of 4 groups (64 rows), token groups of up to 3 (Q8_0: 5, see
 // Q8_0Kernel in cpu_matmul_packed_units.h): 2 G T accumulators (the float sums and one unit's integer
 // dots) within the 32 zmm registers (Q4_K and Q6_K spill a few), and the
-// wide tile keeps 4 memory streams going. Measured on Zen 4 with
-// specserve-kernel-bench, 8192 x 2304, 1 thread, 5 / 9 tokens: Q8_0 1.73 /
-// 2.08 ms in tiles of 2 groups x 5 tokens, 1.35-1.44 / 1.69-1.88 in these.
+// wide tile keeps 4 memory streams going: faster at 5 and 9 tokens than
+// tiles of 2 groups x 5 tokens (docs/decisions/0004-int8-token-groups.md).
 constexpr int kTileGroups = 4;
 // From this many token groups a sweep unpacks a Q4_K or Q6_K unit once for
 // all of them (Sweep).
@@ -190,8 +186,8 @@ StreamTokens TokensOf(const Int8Activations& a, int64_t t0, int nt) {
 // each group's unit that many units ahead (see Q8_0Kernel); a tile that
 // re-reads a row tile from L2 does not. With kSpread, a kernel with
 // K::kSpreadTokens >= T prefetches the next unit through the work on this
-// one (SpreadPrefetch): the ~1B Q4_K_M target's one-token pass went from
-// 57-61 to 50-52 ms (specserve bench, Xeon, 1 thread, 3 alternating runs).
+// one (SpreadPrefetch), so that memory reads stay in flight through the
+// arithmetic (docs/decisions/0007-spread-prefetch.md).
 // With kNext, `next` (not null) takes a step per unit (GroupTiles).
 template <class K, int G, int T, bool kFromMemory, bool kSpread, bool kNext = false>
 void Tile(const uint8_t* const* grp, const __mmask16* masks, int64_t nu, const StreamTokens& st, int t0, float* y,
@@ -200,10 +196,8 @@ void Tile(const uint8_t* const* grp, const __mmask16* masks, int64_t nu, const S
   Zero<G, T>(acc);
   // Whether this tile prefetches is known when it is compiled (kAhead and
   // kNext): a pointer that is null only at run time left a test per step in
-  // the unit's inner loop; on a Zen 4, where nothing prefetched, Q4_K 8192
-  // x 2304 ran 7-27% slower at 1-9 tokens with it (specserve-kernel-bench,
-  // 1 thread, median of 3 alternating runs, us: 3 tokens 647 -> 810, 9
-  // tokens 1421 -> 1805).
+  // the unit's inner loop, which slowed Q4_K's tiles even where nothing
+  // prefetched (docs/decisions/0007-spread-prefetch.md).
   constexpr bool kAhead = kSpread && T <= K::kSpreadTokens;
   SpreadPrefetch<G> ahead(grp, K::kBytes);
   SpreadPrefetch<G>* const pa = kAhead ? &ahead : nullptr;
@@ -224,8 +218,8 @@ void Tile(const uint8_t* const* grp, const __mmask16* masks, int64_t nu, const S
 }
 
 // Tile, never inlined, for the 4-5 token tiles: inlined into Rows, the
-// 5-token Q8_0 tile ran 10-20% slower (Zen 5). The tiles of 1-3 tokens stay
-// inlined: apart, Q4_K's ran 5-15% slower.
+// 5-token Q8_0 tile ran slower. The tiles of 1-3 tokens stay inlined:
+// apart, Q4_K's ran slower (docs/decisions/0004-int8-token-groups.md).
 template <class K, int G, int T, bool kFromMemory, bool kSpread, bool kNext>
 __attribute__((noinline)) void TileApart(const uint8_t* const* grp, const __mmask16* masks, int64_t nu,
                                          const StreamTokens& st, int t0, float* y, int64_t ldy,
@@ -257,9 +251,9 @@ void TileOf(int nt, const uint8_t* const* grp, const __mmask16* masks, int64_t n
 // kMaxTokens (sizes as even as they go), each a Tile over the whole row
 // tile: the first group reads the tile from memory, the others from L2 (a
 // row tile of this kernel is at most 4 groups x 16 rows x 8192 columns: 557
-// KB of Q8_0). PackedWidePass::kTokenGroupTiles. (Q8_0 at 9 tokens, Zen 5,
-// best of 8 alternating runs: 929-939 us so, 988-1026 as a prefetching tile
-// of 5 and two of 2, 962-1024 with the first group of 3 prefetching.)
+// KB of Q8_0). PackedWidePass::kTokenGroupTiles. Even groups of at most 3,
+// none prefetching: a prefetching first group (of 5, or of 3) was slower
+// (docs/decisions/0004-int8-token-groups.md).
 template <class K, int G>
 void GroupTiles(const uint8_t* const* grp, const __mmask16* masks, int64_t nu, const StreamTokens& st, int nt,
                 float* y, int64_t ldy, const NextTile& next_tile) {
@@ -313,14 +307,11 @@ inline void SweepPart(const uint8_t* const* grp, const Dec* dec, int64_t u, cons
 // unit, while it is in L1, goes to every token group in turn, the float sums
 // of all the stream's tokens kept in memory (L1). So the weights stream from
 // memory without a pause. (Before, each token group read the whole tile in
-// turn, the later ones from L2 with no memory read in flight. Measured on
-// the 2-core Xeon, a prototype against the old kernel in one process, 8192 x 2304 Q8_0, 1 thread, best of 12 passes over 1.2 GB
-// of copies, bits unchanged: 5 tokens 1.88 -> 1.59 ms, 9: 2.28 -> 1.75, 17:
-// 3.07 -> 2.20, 64: 10.4 -> 7.7; and 1.39 -> 1.47 ms for one token,
-// which therefore stays on Tile.) Q4_K's and Q6_K's units are unpacked
-// once, into 20 KiB of L1, for all token groups: each group unpacking the
-// codes itself cost more than its dot products (2-core Xeon, 8192 x 2304,
-// 1 thread, 9 tokens: Q4_K 1.13 ms, 2.7x one token, Q8_0 1.42x).
+// turn, the later ones from L2 with no memory read in flight.) One token
+// stays on Tile: the sweep is slower there. Q4_K's and Q6_K's units are
+// unpacked once, into 20 KiB of L1, for all token groups: each group
+// unpacking the codes itself cost more than its dot products
+// (docs/decisions/0002-sweep-unpacks-once.md).
 template <class K, int G>
 void Sweep(const uint8_t* const* grp, const __mmask16* masks, int64_t nu, const StreamTokens& st, int nt,
            float* y, int64_t ldy) {
@@ -394,19 +385,15 @@ void Rows(const MatrixView& w, const Int8Activations& a, float* y, int64_t r0, i
       const NextTile next_tile{w.packed + ng * group_bytes,
                                last ? 0 : static_cast<int>(std::min<int64_t>(G, g1 - ng)), group_bytes};
       float* yt = y + t0 * w.rows + g * kPackedRows;
-      // The sweep order keeps what the Xeon measured: small tiles without
-      // the burst prefetch (kFromMemory false) but with SpreadPrefetch
-      // (Q4_K, Q6_K), wider passes swept.
+      // The sweep order keeps what was measured on Intel VNNI cores: small
+      // tiles without the burst prefetch (kFromMemory false) but with
+      // SpreadPrefetch (Q4_K, Q6_K), wider passes swept.
       // (kAmxTiles: the passes MatMulPackedAmx does not take, the same.)
       if (wide == PackedWidePass::kTokenGroupTiles) {
-        // Q4_K's and Q6_K's 5-token passes run as token groups of 3 + 2,
-        // faster than one tile on both AMD CPUs measured (specserve-kernel-
-        // bench, 1 thread, median of 3 alternating runs, us). Zen 4, 8192 x
-        // 2304 / 2304 x 8192: Q6_K 1504 / 1402 -> 1381 / 1273, Q4_K 1050 /
-        // 1049 -> 1064 / 908; the ~1B Q4_K_M target's 5-token pass 64.9-65.2
-        // -> 60.9-62.0 ms. Zen 5 (2026-12-07), 8192 x 2304, 3 + 3 rounds in
-        // both orders: Q4_K 878-1579 -> 746-1064, Q6_K 1111-2078 -> 941-1438.
-        // At 4 tokens one tile is faster (Zen 4).
+        // Q4_K's and Q6_K's 5-token passes run as token groups of 3 + 2:
+        // the 5-token tile spills registers, and 3 + 2 was the faster on
+        // every AMD core measured; at 4 tokens one tile is the faster
+        // (docs/decisions/0004-int8-token-groups.md).
         const bool one_tile = nt <= K::kTileTokens && (nt < 5 || !Decodes<K, G>);
         if (one_tile && prefetch) {
           TileOf<K, G, true>(nt, grp, masks, nu, st, 0, yt, w.rows);

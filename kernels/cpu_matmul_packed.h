@@ -84,14 +84,11 @@ void MatMulPackedVnni(const MatrixView& w, const Int8Activations& a, float* y, i
 //                     MatMulPackedAmx (up to 16 tokens per tile pass); Q6_K
 //                     and smaller passes as kUnitSweep. Only where
 //                     PackedAmxRuns.
-// Measured with specserve-kernel-bench, 1 thread, 8192 x 2304: on the
-// 2-core Xeon (AVX-512 VNNI) the sweep was the faster (Q8_0, 5 / 9 / 17
-// tokens 1.59 / 1.75 / 2.20 ms against 1.88 / 2.28 / 3.07); on the 2-core
-// Zen 5 EPYC the tiles (Q8_0 0.69 / 0.91 / 1.45 ms against 1.13 / 1.39 /
-// 1.93; Q4_K 0.66 / 0.95 / 1.53 against 0.75 / 1.06 / 2.04). Chosen once per
+// Which order is the faster depends on the core: the sweep on the Intel
+// VNNI cores measured, the tiles on the AMD ones, at every width from 4
+// tokens (docs/decisions/0001-wide-pass-order.md). Chosen once per
 // process: SPECSERVE_CPU_WIDE_PASS=amx|sweep|tiles when set, else AMX where
-// it runs, the tiles on AMD CPUs and the sweep elsewhere. kernels/README.md
-// has the tables.
+// it runs, the tiles on AMD CPUs and the sweep elsewhere.
 enum class PackedWidePass { kUnitSweep, kTokenGroupTiles, kAmxTiles };
 PackedWidePass CurrentPackedWidePass();
 // Overrides the choice for the process (tests, benchmarks); takes effect for
@@ -116,18 +113,11 @@ bool PackedAmxRuns(GgmlType type);
 // smaller passes stay on the VNNI kernel). A tile pass costs about the same
 // for 2 tokens as for 16: each block's int32 dots go through a tile store
 // before the float epilogue, and the tiles are not renamed, so the stores and
-// the next block's products wait on each other. Measured on the 2-core Xeon
-// with AMX (specserve-kernel-bench, 1 thread, 8192 x 2304, AMX against the
-// sweep): Q8_0 9 / 17 / 33 / 64 / 128 tokens 2.28 / 3.16 / 4.40 / 6.88 /
-// 12.7 ms against 1.73 / 2.33 / 4.66 / 8.52 / 16.0; Q4_K 1.58 / 2.52 / 3.80
-// / 6.42 / 13.3 against 1.67 / 2.38 / 4.67 / 8.68 / 16.6. Q4_K again
-// (2026-12-06, two alternating runs, both shapes): 9 tokens 1.57-1.59 ms
-// against 1.66-1.74, 17 tokens 2.46-2.54 against 2.44-2.52 (level); 8192 x
-// 2304, 6 / 7 / 8 tokens 1.44-1.48 / 1.55-1.57 / 1.58 ms against 1.40-1.44 /
-// 1.69-1.70 / 1.77-1.81 (the sweep's 8 tokens, 3 + 3 + 2, cost more than
-// its 9): from 7 tokens. Q4_K's sweep spends a vpmulld per sub-block, token
-// and group besides the dots, which AMX's epilogue does in floats once per
-// tile pass.
+// the next block's products wait on each other. So AMX takes a pass only
+// from the width where it beats the VNNI sweep: 32 tokens for Q8_0, 7 for
+// Q4_K, whose sweep spends a vpmulld per sub-block, token and group besides
+// the dots, which AMX's epilogue does in floats once per tile pass
+// (docs/decisions/0003-amx-pass-widths.md).
 constexpr int64_t kAmxMinTokensQ8_0 = 32;
 constexpr int64_t kAmxMinTokensQ4_K = 7;
 constexpr int64_t AmxMinTokens(GgmlType type) {

@@ -1,5 +1,5 @@
 // The packed Q8_0, Q4_K and Q6_K int8 kernels for CPUs with AVX2 but without
-// AVX-512 VNNI (AMD Zen 2 / Zen 3, Intel before Ice Lake): the same packed
+// AVX-512 VNNI (AMD cores before AVX-512, Intel before Ice Lake): the same packed
 // layout as the VNNI kernels (kernels/cpu_matmul_packed.h), read as two ymm
 // halves of 8 rows per 64-byte line, and the same integers and float
 // operations (kernels/cpu_matmul_int8.h), so the same bits.
@@ -140,9 +140,8 @@ struct Q8_0Avx2 {
 // acc = fma(float(i), (d * sc) * d_x, acc) and acc = fma(-(dmin * m), ms, acc).
 struct Q4_KAvx2 {
   static constexpr int64_t kCols = 256, kBytes = kQ4_KPackedBytes;
-  // Up to 3 tokens spills a few ymm here, yet measured no slower than 2
-  // (8192 x 2304, 1 thread, 3 / 9 tokens: 1.64-1.76 / 3.4-5.0 ms against
-  // 1.84-1.98 / 4.4-4.6; 5 tokens within noise).
+  // Up to 3 tokens spills a few ymm here, yet was no slower than groups of
+  // 2 (docs/decisions/0004-int8-token-groups.md).
   static constexpr int kOneTokenGroups = 2, kMaxTokens = 3;
   template <int G, int T>
   static void Tile(const uint8_t* const* grp, const HalfRows* rows, int64_t ns, const Int8Activations& a, int64_t t0,

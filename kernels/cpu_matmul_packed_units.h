@@ -54,10 +54,9 @@ inline void TileGroups(const uint8_t* packed, int64_t group_bytes, int64_t g, in
 // over `steps` calls of Step() spread through the work on this unit. One
 // core reads memory only as fast as its fill buffers turn over; a pass whose
 // arithmetic issues no loads for a while leaves them idle, and a burst of a
-// unit's prefetches up front waits for them instead. (Q4_K 8192 x 2304, 9
-// tokens on AMX, specserve-kernel-bench, 1 thread, Xeon, three alternating
-// runs: 2.15-2.20 ms without, 1.78-1.84 spread over the unit, 1.9-2.1 as a
-// burst at the start of each half super-block or 2 super-blocks ahead.)
+// unit's prefetches up front waits for them instead: spread over the unit
+// was faster than none and than a burst per half super-block or 2
+// super-blocks ahead (docs/decisions/0007-spread-prefetch.md).
 template <int G>
 class SpreadPrefetch {
  public:
@@ -122,23 +121,21 @@ struct StreamTokens {
 // A tile of 4-5 tokens from memory is as slow as two smaller ones (the
 // second from L2) unless it prefetches (kPrefetchUnits: 8 units, 4 KiB a
 // group, ahead): the more arithmetic per byte, the later the loads issue.
-// Measured on Zen 5 (specserve-kernel-bench, 8192 x 2304, 1 thread, best of
-// 6 alternating runs), 5 tokens: 694 us as 3 + 2 tokens, 989 as one tile
-// without prefetch, 627-646 with it; one token 470-485 either way.
+// Where the prefetch pays (PackedTilePrefetch) one prefetching tile beats
+// 3 + 2 tokens; one token is the same either way
+// (docs/decisions/0006-q8-0-tile-prefetch.md).
 struct Q8_0Kernel {
   static constexpr int64_t kCols = 32, kBytes = kQ8_0PackedBytes;
   static constexpr int kTileTokens = 5;
   static constexpr int kSweepTileTokens = kMaxTokens;
   static constexpr int64_t kPrefetchUnits = 8;
-  // No SpreadPrefetch: Q8_0's passes were no faster with it
-  // (specserve-kernel-bench, Xeon, 8192 x 2304, median of 3-5: 1 token 1.23
-  // -> 1.46 ms, 9 tokens 1.72 -> 1.85), so Unit ignores `ahead`.
+  // No SpreadPrefetch: Q8_0's passes were slower with it, so Unit ignores
+  // `ahead` (docs/decisions/0007-spread-prefetch.md).
   static constexpr int kSpreadTokens = 0;
-  // Token-group tiles (Zen 4) prefetch the next row tile through a pass of
-  // 6+ tokens (NextTilePrefetch in cpu_matmul_packed.cc). The ~1B Q8_0
-  // target, specserve bench, 1 thread, Zen 4, 4 alternating runs: 9 tokens
-  // 87.4-89.1 -> 85.3-88.9 ms, 17 tokens 148-151 -> 132-134, prefill
-  // 130-139 -> 142-155 t/s.
+  // Token-group tiles prefetch the next row tile through a pass of 6+
+  // tokens (NextTilePrefetch in cpu_matmul_packed.cc), so that memory works
+  // while the later token groups read this tile from L2
+  // (docs/decisions/0008-next-tile-prefetch.md).
   static constexpr bool kNextTile = true;
   template <int G, int T>
   static inline void Unit(const uint8_t* const* grp, int64_t b, const StreamTokens& st, int t0,
@@ -252,25 +249,20 @@ struct Q4_KKernel {
   static constexpr int kTileTokens = 5;
   // Under kUnitSweep passes of 4-5 tokens run as one tile too
   // (UnitOneGroupFrom): each group's codes unpacked once, where two token
-  // groups unpacked them twice. specserve-kernel-bench, 2-core Xeon, 1
-  // thread, 2 alternating runs, 4 / 5 tokens: 8192 x 2304 1.12-1.13 /
-  // 1.20-1.26 ms -> 0.97-1.00 / 0.98-1.01; 2304 x 8192 1.05-1.08 / 1.11-1.13
-  // -> 0.92-0.95 / 0.94-0.95. (Sweeping 9 and 17 tokens in parts of 5
-  // instead of 3 was no faster at 9 and slower at 17: 2.3-2.6 -> 2.8-3.1 ms.)
+  // groups unpacked them twice. (Sweeping 9 and 17 tokens in parts of 5
+  // instead of 3 was no faster at 9 and slower at 17;
+  // docs/decisions/0002-sweep-unpacks-once.md.)
   static constexpr int kSweepTileTokens = 5;
   static constexpr int64_t kPrefetchUnits = 0;
-  // No NextTilePrefetch: with it the ~1B Q4_K_M target's 5 / 9 token passes
-  // ran slower (specserve bench, 1 thread, Zen 4, 2 alternating runs: 60.1-
-  // 60.5 -> 67.2-68.2 ms, 91.9-92.0 -> 98.2-99.7), 17 tokens no faster.
+  // No NextTilePrefetch: with it Q4_K's 5 and 9 token passes ran slower and
+  // 17 tokens no faster (docs/decisions/0008-next-tile-prefetch.md).
   static constexpr bool kNextTile = false;
   template <int G>
   using Decoded = Q4Decoded<G>;
   // SpreadPrefetch in tiles of 1-5 tokens and the parts of a sweep; the
   // calls of src.Ahead() per unit: one per 8 codes' loads, but one per
-  // group and sub-block in the 4-5 token tile, whose registers are tight (a
-  // call per 8 loads there took 5 tokens from 0.80 to 1.06-1.12 ms; one per
-  // sub-block took 4 / 5 tokens from 1.18 / 1.20 to 0.96 / 1.10, median of
-  // 5, 8192 x 2304, Xeon).
+  // group and sub-block in the 4-5 token tile, whose registers are tight
+  // (a call per 8 loads there spilled; docs/decisions/0007-spread-prefetch.md).
   static constexpr int kSpreadTokens = 5;
   template <int G, int T>
   static constexpr int AheadSteps() {
@@ -335,10 +327,8 @@ struct Q4_KKernel {
   // beside the G T float sums (G 4: 1-2 tokens): sub-blocks 2p and 2p + 1
   // at once, from one load of their bytes, so twice the dot chains run side
   // by side. The integer dots are exact and the float sums keep UnitFrom's
-  // order: the same bits. (specserve-kernel-bench, Zen 5, 1 thread, best of
-  // 3 alternating runs: 2304 x 8192, 1 / 2 tokens 391 / 410 -> 289 / 329 us;
-  // 8192 x 2304 398 / 441 -> 343 / 395. With 2 groups at a time for 3
-  // tokens, 3 tokens ran slower: 420 -> 553 us.)
+  // order: the same bits. Only for 1-2 tokens: with 2 groups at a time for
+  // 3 tokens, 3 tokens ran slower (docs/decisions/0005-one-token-q4k-q6k.md).
   template <int G, int T, class Src>
   static inline void UnitPairsFrom(const Src& src, int64_t s, const StreamTokens& st, int t0,
                                    __m512 (&acc)[G][T]) {
@@ -423,9 +413,7 @@ struct Q4_KKernel {
 // takes byte m of the qword from bit 6m, and 0x3F drops the neighbours' bits.
 // The 48 bytes come as a 32- and a 16-byte load (lanes 0-1 and 2), nothing
 // read past them. (A byte-masked load, _mm512_maskz_loadu_epi8, made Q6_K
-// twice as slow on Zen 5: specserve-kernel-bench, 1 thread, best of 2
-// alternating runs, 2304 x 8192, 1 / 5 / 9 tokens 807 / 1354 / 1949 us with
-// it, 423 / 796 / 1147 so.)
+// about twice as slow; docs/decisions/0005-one-token-q4k-q6k.md.)
 inline __m512i Unpack6(const uint8_t* p) {
   const __m512i v =
       _mm512_inserti32x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))),
@@ -442,9 +430,9 @@ inline __m512i Unpack6(const uint8_t* p) {
 // group, one per 16-value sub-block, start from the token's bias -32 * S16
 // and take 4 vpdpbusd each (the 6-bit codes unpacked to bytes, Unpack6);
 // i = s0 * i0 + s1 * i1 (the rows' int8 scales, vpmulld), then
-// acc = fma(float(i), d * d_x, acc). (For Q6_K, 2048 x 8192, 5 tokens, on
-// Zen 4: 1.33 ms in tiles of 2 groups x 5 tokens, 1.09 in 4 x 3, 1.17-1.22 in
-// 3 x 3, 1.23-1.30 in 2 x 3.) Sources as for Q4_K: Q6Direct unpacks as it
+// acc = fma(float(i), d * d_x, acc). (Tiles of 4 groups x 3 tokens: faster
+// than 2 x 5, 3 x 3 or 2 x 3; docs/decisions/0004-int8-token-groups.md.)
+// Sources as for Q4_K: Q6Direct unpacks as it
 // goes, Q6Decoded holds a unit unpacked for a sweep's token groups.
 template <int G>
 struct Q6Direct : PrefetchHook<G> {
@@ -496,16 +484,14 @@ struct Q6_KKernel {
   static constexpr int kTileTokens = 5;
   static constexpr int kSweepTileTokens = 5;
   static constexpr int64_t kPrefetchUnits = 0;
-  // No NextTilePrefetch, as Q4_K: 9 tokens ran slower with it
-  // (specserve-kernel-bench, 1 thread, Zen 4, 2 alternating runs, 8192 x
-  // 2304 / 2304 x 8192: 1975-2107 / 1927-1969 -> 2256-2276 / 2211-2239 us),
-  // 17 tokens no faster.
+  // No NextTilePrefetch, as Q4_K: 9 tokens ran slower with it, 17 tokens no
+  // faster (docs/decisions/0008-next-tile-prefetch.md).
   static constexpr bool kNextTile = false;
   template <int G>
   using Decoded = Q6Decoded<G>;
   // SpreadPrefetch as for Q4_K; the calls of src.Ahead() per unit: one per
-  // 4 codes' loads, or per block and group in the 4-5 token tile (4 / 5
-  // tokens 1.52 / 1.71 -> 1.43 / 1.63 ms, median of 5, 8192 x 2304, Xeon).
+  // 4 codes' loads, or per block and group in the 4-5 token tile, whose
+  // registers are tight (docs/decisions/0007-spread-prefetch.md).
   static constexpr int kSpreadTokens = 5;
   template <int G, int T>
   static constexpr int AheadSteps() {
@@ -516,9 +502,8 @@ struct Q6_KKernel {
   // and the T dots fit in the registers and each group's codes are unpacked
   // once for all T tokens (two token groups, 3 + 2, unpacked them twice).
   // The integers and the float order per (row, token) are the same either
-  // way: the same bits. (specserve-kernel-bench, Q6_K 8192 x 2304 and 2304 x
-  // 8192, 1 thread, Xeon, 2026-12-06: one group at a time took 4 tokens from
-  // 1.46-1.53 to 1.22-1.26 ms and 5 tokens from 1.58-1.62 to 1.37-1.40.)
+  // way: the same bits, and one group at a time is the faster at 4-5
+  // tokens (docs/decisions/0004-int8-token-groups.md).
   template <int G, int T, class Src>
   static inline void UnitFrom(const Src& src, int64_t s, const StreamTokens& st, int t0, __m512 (&acc)[G][T]) {
     constexpr int GC = T >= 4 ? 1 : G;

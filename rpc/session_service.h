@@ -65,8 +65,8 @@ class SessionService : public SessionSink<Req, Resp> {
   // Without it, sessions whose client answers within a millisecond of a
   // verdict still miss the pass that starts at once with whoever else is
   // queued, and a batch splits into cohorts that alternate, each pass
-  // holding half the sessions (seen on the ~1B target at 16 clients: 7.8
-  // sessions a pass out of 16). A session that never answers is waited for
+  // holding half the sessions (docs/decisions/0012-batch-gather.md). A
+  // session that never answers is waited for
   // once: it is not among the sessions the next pass serves. Call before Attach.
   void SetBatchGather(std::chrono::microseconds window) { gather_ = window; }
   // The gather the next pass gets (scheduler thread): min(window, half the
