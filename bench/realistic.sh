@@ -198,9 +198,9 @@ if [ "$services" = 1 ]; then
   done
   read -r tp dp cp tm dm cm < <(python3 "$repo/tools/free_ports.py" 6 | tr '\n' ' '; echo)
   # The coordinator goes beside the draft, off the target's core, so that
-  # its threads never wake on the core of a verify pass (measured level
-  # with leaving it to the scheduler, within this host's noise: Zen 5,
-  # 2026-12-07, docs/measurements.md "Back on the Zen 5").
+  # its threads never wake on the core of a verify pass: a steadier layout,
+  # not a faster one (level with leaving it to the scheduler;
+  # docs/decisions/0015-service-cores.md).
   pin0=() pin1=() coord_cpus=()
   if command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ]; then
     pin0=(taskset -c 0) pin1=(taskset -c 1) coord_cpus=(--cpus 1)

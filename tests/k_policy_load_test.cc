@@ -289,10 +289,11 @@ TEST(KPolicyLoadAware, ExplorationBacksOffWhilePlainStaysRight) {
 }
 
 TEST(KPolicyLoadAware, ASessionInABatchExploresAsRarelyAsTheBatch) {
-  // 16 clients of 32-token requests on the ~1B target (2-core Zen 4): each
-  // new request explored K = 1 after 8 plain rounds and again 16 later, so
-  // about one pass in 16 carried a drafted token per session nobody wanted,
-  // and adaptive K lost to plain decoding (0.94x). With B sessions in every
+  // 16 clients of 32-token requests on a CPU target: each new request
+  // explored K = 1 after 8 plain rounds and again 16 later, so about one
+  // pass in 16 carried a drafted token per session nobody wanted, and
+  // adaptive K lost to plain decoding
+  // (docs/decisions/0009-adaptive-k-exploration.md). With B sessions in every
   // pass, a session waits B times as long before exploring: the batch
   // explores about as often as one session alone does.
   const TargetLoad saturated{true, 0.010, 0.008, 16, 16, {}};
@@ -320,7 +321,7 @@ TEST(KPolicyLoadAware, ASessionInABatchExploresAsRarelyAsTheBatch) {
 // draft drafts K tokens then (3 ms + 7.5 ms a step). A request's first round
 // also prefills the prompt's uncached tail on both services (+60 ms of
 // waiting for the proposal, +90 ms of verifying). Figures of the ~1B Q8_0
-// target at 1 thread on the 2-core Zen 4: passes of 1-5 tokens 48 / 52 / 56 /
+// target at 1 thread on one CPU core: passes of 1-5 tokens 48 / 52 / 56 /
 // 64 / 73 ms. `requests` requests of `rounds` rounds, each with its own
 // policy from `make`, every drafted token (and the guess) right with
 // probability `a`; returns tokens per second, and the mean K in `mean_k`.

@@ -57,8 +57,8 @@ TEST(TargetLoadBoard, ABurstOfRequestsCountsTheRequestsRunningNow) {
   EXPECT_EQ(board.Latest()->load.active_sessions, 2);
 }
 
-// Under a plain batch of 8 (the ~1B Q8_0 target through the services on the
-// 2-core Xeon at 8 clients: a pass of 8 tokens 112 ms, 16 150, 40 260; the
+// Under a plain batch of 8 (the ~1B Q8_0 target through the services at 8
+// clients, a CPU target: a pass of 8 tokens 112 ms, 16 150, 40 260; the
 // batch-mates decode plainly), what an earlier request measured there: about
 // 0.55 of its drafted tokens accepted, a wait of 25 ms + 15 ms a drafted token.
 const TargetLoad kPlainBatchOf8{true, 0.07, 0.0058, 8, 8, {{8, 0.112}, {16, 0.150}, {40, 0.260}}, 1.0, 0.05};
@@ -113,12 +113,11 @@ TEST(KPolicySeed, TheRequestsOwnRoundsSoonOutweighTheSeed) {
 }
 
 TEST(KPolicySeed, ASeededRequestThatNeverDraftedExploresWhenAlone) {
-  // One client (the ~1B Q8_0 pair through the services on the 2-core Zen 4):
+  // One client (the ~1B Q8_0 pair through the services, a CPU target):
   // the request before ended on a prompt the draft did not know, and posted
   // that. Seeded with it the next request starts plain; its plain rounds
   // post nothing, so unless it explores, the next one starts from the same
-  // stale figures, and so on (seen: 392 of 604 rounds plain at 1 client,
-  // 1.14x plain's throughput, where a run that kept drafting gave 1.41x).
+  // stale figures, and so on (docs/decisions/0009-adaptive-k-exploration.md).
   const TargetLoad lone{true, 0.040, 0.004, 1, 1, {{1, 0.045}, {2, 0.049}, {3, 0.052}}};
   KPolicy unlucky = KPolicy::Adaptive(4);
   unlucky.ObserveTarget(lone, 0.001);

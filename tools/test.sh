@@ -18,7 +18,8 @@ jobs=${JOBS:-$(nproc)}
 if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
   # Release (-O3, no debug info): this stage checks that the CUDA build
   # compiles (kernels for sm_80 and sm_90), links and serves; its tests take
-  # seconds, and its build took 723 s with -g on a 2-core Zen 1.
+  # seconds, and debug info would make its build the longest step of CI
+  # (docs/decisions/0020-test-build-flags.md).
   cmake -S . -B build-cuda -G Ninja -DSPECSERVE_CUDA=ON -DCMAKE_BUILD_TYPE=Release >/dev/null
   # Only what the filter below runs: every test file that names CUDA or the
   # e2e generation suite (the e2e tests pull in the three servers), plus
