@@ -37,20 +37,17 @@
 // costs stand in only until an ordinary round measures them.
 //
 // Plain rounds teach the policy nothing about acceptance or the draft's
-// cost, so a K = 0 chosen on a few unlucky rounds would stay for good (seen
-// through the services at 1 client: acceptance estimated 0.61 after 5
-// rounds, every later round plain, against 0.85 measured with a fixed K).
+// cost, so a K = 0 chosen on a few unlucky rounds would stay for good
+// (docs/decisions/0009-adaptive-k-exploration.md).
 // So after kExploreAfter plain rounds in a row the policy drafts K = 1 for one
 // round, and doubles that wait (up to kExploreMax) each time the exploration
 // does not bring K back; a K > 0 the policy chose itself resets it. A
 // request that has not drafted yet explores too when alone on the target:
 // it started from another request's figures (Seed), and its plain rounds
-// post none (seen at 1 client on the 2-core Zen 4: two of three rounds
-// plain, 1.14x plain, where a run that kept drafting gave 1.41x). Not in a
-// batch: there its explorations set the batch flipping between plain and
-// drafting rounds, late for each other's passes (2 clients, 32-token
-// requests: 0.98-1.15x plain's throughput, p99 inter-token latency
-// 1.5-1.9x plain's, against 0.94-0.97x and 1.07-1.24x without). In a
+// post none, so every request after it would start from the same stale
+// figures. Not in a batch: there its explorations set the batch flipping
+// between plain and drafting rounds, late for each other's passes, for no
+// throughput and a longer tail. In a
 // target's batch of B sessions each waits B times as long, so that the batch
 // as a whole explores about as often as one session alone: under a saturated
 // target an exploring round costs the batch one more token in a pass of many.
@@ -63,9 +60,8 @@
 // that drafts on demand (or a request's first round, whose draft prefills
 // the prompt first) comes back after the others, later than the gather the
 // target reports, and misses the pass they start: a whole pass more for this
-// session and a stalled gather for the rest. Seen on a 2-core Xeon at 16-32
-// clients, where such rounds were ~1-5% of all: speculative throughput
-// 0.88-0.92x plain and a p99 inter-token latency ~2x plain's. Those rounds
+// session and a stalled gather for the rest: even a few such rounds cost
+// the batch throughput and double its inter-token tail. Those rounds
 // must promise kLonePremium more than the rate above: a tie (the saturated
 // target's case) stays plain, while at low load, where drafting together
 // pays tens of percent, a plain batch still moves to drafting.
@@ -74,17 +70,13 @@
 // promise kLoadMargin more than its rate. The rates miss what drafting costs
 // a batch beyond the mean: a session whose block comes late holds up the
 // gather, the draft's wait varies, and the tails (p99 inter-token latency,
-// which the rate does not weigh) grow with every drafted pass. Seen on the
-// 2-core Xeon with the ~1B Q4_K_M target at 8 clients: a cohort of 8
-// requests drafting together on a small predicted gain gave the same
-// throughput as plain decoding (63.2 against 63.0 tokens/s) with p99
-// inter-token latency 186 against 116 ms. With a margin of 10%, Poisson
-// arrivals (1.2 requests/s, 32 tokens each, the Q8_0 target) drafted in one
-// of two runs (1.21 tokens a pass) for 0.95x plain's throughput, an E2E
-// p50 21% longer and a p99 ITL 1.43x plain's; with 25%, 1.01-1.11 tokens a
-// pass and level with plain in both runs, while at 2 and 4 clients (closed
-// loop, one run each) it gave 1.23x and 1.08x against 10%'s 1.21x and 0.95x.
-// A late round alone (above) must promise more than the margin.
+// which the rate does not weigh) grow with every drafted pass: a batch
+// drafting together on a small predicted gain matched plain throughput
+// with a much longer p99 inter-token latency. 25% rather than 10%: with
+// 10% open-loop arrivals drafted and lost, with 25% they stayed level
+// while a few closed-loop clients still drafted and gained
+// (docs/decisions/0011-k-under-load-margins.md). A late round alone
+// (above) must promise more than the margin.
 //
 // With one session the round time is the latency chain, as without a report;
 // once the target is saturated and compute-bound, every drafted token costs
@@ -177,9 +169,7 @@ class KPolicy {
   // this request's own rounds soon outweigh it. Without it a new request
   // under load knew neither: it took acceptance 0.75 and a free draft and
   // drafted its first rounds among plain batch-mates, late for their pass
-  // (seen on the 2-core Xeon at 8 clients, 32-token requests: 20 of 83
-  // requests drafted, 8 of 80 with the seed; p99 inter-token latency 247 ->
-  // 168 ms at the same throughput). Ignored when `other` has not drafted yet
+  // (docs/decisions/0010-seeding-new-requests.md). Ignored when `other` has not drafted yet
   // or this policy already has.
   void Seed(const KPolicy& other);
   bool learned() const { return rounds_ > 0; }
