@@ -4,7 +4,7 @@
 // waits for it and holds both. Without the gather the
 // early one runs alone at once and the late one alone after it: the split
 // into alternating cohorts that halved the ~1B target's batches under load
-// (docs/measurements.md "Under load, with batches gathered").
+// (docs/decisions/0012-batch-gather.md).
 //
 // The sessions are opened directly on the target, as the coordinator opens
 // them, so the test decides when each answer is sent.
