@@ -2,9 +2,8 @@
 // SetPrefillChunk) against the real target service: while a session is past
 // its prefill, a new session's long prompt is computed a chunk per pass, and
 // the running session's rounds are answered between its chunks instead of
-// after one pass as long as the whole prompt. (Seen on the ~1B target at 8
-// clients: a new request's prefill in a pass of decoding sessions made their
-// inter-token gaps 184-436 ms against 117 ms.) With nobody decoding, a prompt
+// after one pass as long as the whole prompt, which stretches their
+// inter-token gaps (docs/decisions/0013-chunked-prefill.md). With nobody decoding, a prompt
 // is prefilled in one pass.
 //
 // The sessions are opened directly on the target, as the coordinator opens
