@@ -6,17 +6,19 @@
 #include <chrono>
 #include <cmath>
 #include <ctime>
-#include <mutex>
 
+#include "absl/base/const_init.h"
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
 
 namespace specserve::log {
 namespace {
 
 std::atomic<Format> g_format{Format::kText};
-std::mutex g_program_mu;
-std::string g_program;  // guarded by g_program_mu
+ABSL_CONST_INIT absl::Mutex g_program_mu(absl::kConstInit);
+std::string g_program ABSL_GUARDED_BY(g_program_mu);
 
 thread_local std::string t_request_id;
 thread_local std::string t_trace_id;
@@ -87,7 +89,7 @@ void SetFormat(Format format) { g_format.store(format); }
 Format format() { return g_format.load(); }
 
 void SetProgram(absl::string_view program) {
-  std::lock_guard<std::mutex> lock(g_program_mu);
+  absl::MutexLock lock(&g_program_mu);
   g_program = std::string(program);
 }
 
@@ -118,7 +120,7 @@ std::string Render(Level level, absl::string_view msg, const std::vector<Field>&
   }
   std::string program;
   {
-    std::lock_guard<std::mutex> lock(g_program_mu);
+    absl::MutexLock lock(&g_program_mu);
     program = g_program;
   }
   std::string out;

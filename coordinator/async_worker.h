@@ -3,11 +3,12 @@
 // drafter hears during plain rounds (docs/round_protocol.md "Overlap").
 #pragma once
 
-#include <condition_variable>
 #include <deque>
 #include <functional>
-#include <mutex>
 #include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 
 namespace specserve {
 
@@ -18,51 +19,52 @@ class AsyncWorker {
   ~AsyncWorker() {
     Wait();
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       stop_ = true;
     }
-    cv_.notify_all();
+    cv_.SignalAll();
     thread_.join();
   }
   AsyncWorker(const AsyncWorker&) = delete;
   AsyncWorker& operator=(const AsyncWorker&) = delete;
 
   // Queues `task` behind the ones not yet done.
-  void Start(std::function<void()> task) {
+  void Start(std::function<void()> task) ABSL_LOCKS_EXCLUDED(mu_) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       tasks_.push_back(std::move(task));
       ++pending_;
     }
-    cv_.notify_all();
+    cv_.SignalAll();
   }
   // Blocks until every task started so far is done.
-  void Wait() {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return pending_ == 0; });
+  void Wait() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    while (pending_ != 0) cv_.Wait(&mu_);
   }
 
  private:
-  void Loop() {
-    std::unique_lock<std::mutex> lock(mu_);
+  void Loop() ABSL_LOCKS_EXCLUDED(mu_) {
+    mu_.Lock();
     while (true) {
-      cv_.wait(lock, [&] { return stop_ || !tasks_.empty(); });
-      if (tasks_.empty()) return;  // stopping, nothing left
+      while (!stop_ && tasks_.empty()) cv_.Wait(&mu_);
+      if (tasks_.empty()) break;  // stopping, nothing left
       auto task = std::move(tasks_.front());
       tasks_.pop_front();
-      lock.unlock();
+      mu_.Unlock();
       task();
-      lock.lock();
+      mu_.Lock();
       --pending_;
-      cv_.notify_all();
+      cv_.SignalAll();
     }
+    mu_.Unlock();
   }
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> tasks_;
-  int pending_ = 0;  // started, not finished
-  bool stop_ = false;
+  absl::Mutex mu_;
+  absl::CondVar cv_;
+  std::deque<std::function<void()>> tasks_ ABSL_GUARDED_BY(mu_);
+  int pending_ ABSL_GUARDED_BY(mu_) = 0;  // started, not finished
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;  // last: starts after the fields above exist
 };
 

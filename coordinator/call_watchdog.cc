@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "absl/time/time.h"
+
 namespace specserve {
 
 CallWatchdog& CallWatchdog::Get() {
@@ -12,20 +14,20 @@ CallWatchdog& CallWatchdog::Get() {
 CallWatchdog::CallWatchdog() : thread_([this] { Loop(); }) { thread_.detach(); }
 
 uint64_t CallWatchdog::Arm(grpc::ClientContext* ctx, std::chrono::steady_clock::time_point when) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   const uint64_t ticket = next_++;
   armed_[ticket] = Entry{ctx, when};
-  cv_.notify_one();
+  cv_.Signal();
   return ticket;
 }
 
 void CallWatchdog::Disarm(uint64_t ticket) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   armed_.erase(ticket);
 }
 
 void CallWatchdog::Loop() {
-  std::unique_lock<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   for (;;) {
     auto earliest = std::chrono::steady_clock::time_point::max();
     const auto now = std::chrono::steady_clock::now();
@@ -39,9 +41,9 @@ void CallWatchdog::Loop() {
       }
     }
     if (earliest == std::chrono::steady_clock::time_point::max()) {
-      cv_.wait(lock);
+      cv_.Wait(&mu_);
     } else {
-      cv_.wait_until(lock, earliest);
+      cv_.WaitWithTimeout(&mu_, absl::FromChrono(earliest - std::chrono::steady_clock::now()));
     }
   }
 }

@@ -8,13 +8,14 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <thread>
 
 #include <grpcpp/grpcpp.h>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 
 namespace specserve {
 
@@ -23,22 +24,22 @@ class CallWatchdog {
   static CallWatchdog& Get();  // the process's one watchdog, started on first use
 
   // TryCancel()s `ctx` at `when` unless disarmed first. Returns a ticket for Disarm.
-  uint64_t Arm(grpc::ClientContext* ctx, std::chrono::steady_clock::time_point when);
+  uint64_t Arm(grpc::ClientContext* ctx, std::chrono::steady_clock::time_point when) ABSL_LOCKS_EXCLUDED(mu_);
   // After this returns the watchdog no longer touches the context.
-  void Disarm(uint64_t ticket);
+  void Disarm(uint64_t ticket) ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   CallWatchdog();
-  void Loop();
+  void Loop() ABSL_LOCKS_EXCLUDED(mu_);
 
   struct Entry {
     grpc::ClientContext* ctx;
     std::chrono::steady_clock::time_point when;
   };
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::map<uint64_t, Entry> armed_;
-  uint64_t next_ = 1;
+  absl::Mutex mu_;
+  absl::CondVar cv_;
+  std::map<uint64_t, Entry> armed_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_ ABSL_GUARDED_BY(mu_) = 1;
   std::thread thread_;
 };
 

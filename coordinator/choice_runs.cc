@@ -2,14 +2,15 @@
 
 #include <future>
 
+#include "absl/time/time.h"
 #include "rpc/status_convert.h"
 
 namespace specserve {
 
 void ChoiceRuns::Shared::Push(ChoiceEvent ev) {
-  std::lock_guard<std::mutex> lock(mu);
+  absl::MutexLock lock(&mu);
   events.push_back(std::move(ev));
-  cv.notify_all();
+  cv.SignalAll();
 }
 
 absl::StatusOr<std::shared_ptr<ChoiceRuns>> ChoiceRuns::Start(GenerationService* svc,
@@ -62,8 +63,11 @@ absl::StatusOr<std::shared_ptr<ChoiceRuns>> ChoiceRuns::Start(GenerationService*
 
 ChoiceRuns::Next ChoiceRuns::Wait(ChoiceEvent* ev, std::chrono::milliseconds timeout) {
   if (left_ == 0) return Next::kEnd;
-  std::unique_lock<std::mutex> lock(shared_->mu);
-  if (!shared_->cv.wait_for(lock, timeout, [&] { return !shared_->events.empty(); })) return Next::kTimeout;
+  absl::MutexLock lock(&shared_->mu);
+  const absl::Time deadline = absl::Now() + absl::FromChrono(timeout);
+  while (shared_->events.empty()) {
+    if (shared_->cv.WaitWithDeadline(&shared_->mu, deadline) && shared_->events.empty()) return Next::kTimeout;
+  }
   *ev = std::move(shared_->events.front());
   shared_->events.pop_front();
   if (ev->kind != ChoiceEvent::Kind::kDelta) --left_;

@@ -7,13 +7,13 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "coordinator/generation_service.h"
 #include "coordinator/remote_engines.h"
 #include "coordinator/request_log.h"
@@ -49,11 +49,12 @@ class ChoiceRuns {
  private:
   // What the workers share; it outlives this object until they return.
   struct Shared {
-    std::mutex mu;
-    std::condition_variable cv;
-    std::deque<ChoiceEvent> events;
+    absl::Mutex mu;
+    absl::CondVar cv;
+    std::deque<ChoiceEvent> events ABSL_GUARDED_BY(mu);
+    // Filled before the workers start, then only read.
     std::vector<std::shared_ptr<CancelGroup>> cancels;
-    void Push(ChoiceEvent ev);
+    void Push(ChoiceEvent ev) ABSL_LOCKS_EXCLUDED(mu);
   };
   std::shared_ptr<Shared> shared_ = std::make_shared<Shared>();
   int left_ = 0;  // choices whose last event has not been taken

@@ -136,7 +136,7 @@ struct Stream {
 }  // namespace
 
 absl::StatusOr<const ChatPrompt*> OpenAiHandler::Chat(Upstreams& up) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (chat_) return chat_.get();
   const v1::ModelInfo& info = up.target_info();
   const std::vector<TokenId> end_of_turn(info.end_of_turn_ids().begin(), info.end_of_turn_ids().end());
@@ -173,13 +173,13 @@ absl::Status OpenAiHandler::RenderChat(Upstreams& up, openai::Request* r) {
 }
 
 void OpenAiHandler::Track(const std::shared_ptr<ChoiceRuns>& runs) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   std::erase_if(running_, [](const std::weak_ptr<ChoiceRuns>& w) { return w.expired(); });
   running_.push_back(runs);
 }
 
 void OpenAiHandler::CancelAll() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   for (const std::weak_ptr<ChoiceRuns>& w : running_) {
     if (std::shared_ptr<ChoiceRuns> r = w.lock()) r->Cancel();
   }

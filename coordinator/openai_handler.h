@@ -10,12 +10,13 @@
 
 #include <chrono>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include <httplib.h>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "coordinator/chat_prompt.h"
 #include "coordinator/choice_runs.h"
 #include "coordinator/generation_service.h"
@@ -34,19 +35,19 @@ class OpenAiHandler {
   void Handle(openai::Endpoint endpoint, const httplib::Request& req, httplib::Response& res,
               const std::string& request_id);
   // Shutdown: cancels every request still running.
-  void CancelAll();
+  void CancelAll() ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   // The chat prompt, made at first use (the target's model info is needed).
-  absl::StatusOr<const ChatPrompt*> Chat(Upstreams& up);
+  absl::StatusOr<const ChatPrompt*> Chat(Upstreams& up) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status RenderChat(Upstreams& up, openai::Request* r);
-  void Track(const std::shared_ptr<ChoiceRuns>& runs);
+  void Track(const std::shared_ptr<ChoiceRuns>& runs) ABSL_LOCKS_EXCLUDED(mu_);
 
   GenerationService* svc_;
   const std::string chat_template_;
-  std::mutex mu_;
-  std::unique_ptr<ChatPrompt> chat_;
-  std::vector<std::weak_ptr<ChoiceRuns>> running_;
+  absl::Mutex mu_;
+  std::unique_ptr<ChatPrompt> chat_ ABSL_GUARDED_BY(mu_);  // set once, then read without the lock
+  std::vector<std::weak_ptr<ChoiceRuns>> running_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace specserve

@@ -9,25 +9,25 @@
 namespace specserve {
 
 bool CancelGroup::Add(grpc::ClientContext* ctx) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (cancelled_) return false;
   contexts_.insert(ctx);
   return true;
 }
 
 void CancelGroup::Remove(grpc::ClientContext* ctx) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   contexts_.erase(ctx);
 }
 
 void CancelGroup::Cancel() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   cancelled_ = true;
   for (grpc::ClientContext* ctx : contexts_) ctx->TryCancel();  // thread-safe, does not block
 }
 
 bool CancelGroup::cancelled() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return cancelled_;
 }
 

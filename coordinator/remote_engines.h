@@ -12,7 +12,6 @@
 
 #include <chrono>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <utility>
@@ -20,6 +19,8 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "coordinator/roles.h"
 #include "specserve/v1/internal.grpc.pb.h"
 
@@ -30,15 +31,15 @@ namespace specserve {
 class CancelGroup {
  public:
   // False (and nothing is registered) when the group is already cancelled.
-  bool Add(grpc::ClientContext* ctx);
-  void Remove(grpc::ClientContext* ctx);
-  void Cancel();  // TryCancel on every registered context; later Adds fail
-  bool cancelled() const;
+  bool Add(grpc::ClientContext* ctx) ABSL_LOCKS_EXCLUDED(mu_);
+  void Remove(grpc::ClientContext* ctx) ABSL_LOCKS_EXCLUDED(mu_);
+  void Cancel() ABSL_LOCKS_EXCLUDED(mu_);  // TryCancel on every registered context; later Adds fail
+  bool cancelled() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
-  mutable std::mutex mu_;
-  std::set<grpc::ClientContext*> contexts_;
-  bool cancelled_ = false;
+  mutable absl::Mutex mu_;
+  std::set<grpc::ClientContext*> contexts_ ABSL_GUARDED_BY(mu_);
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 // Per-stream settings shared by both engines.

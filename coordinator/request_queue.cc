@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 
 namespace specserve {
 
@@ -14,10 +15,10 @@ RequestQueue::RequestQueue(Options opts)
 RequestQueue::~RequestQueue() {
   StartDraining();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     stop_ = true;
   }
-  changed_.notify_all();
+  changed_.SignalAll();
   timer_.join();
 }
 
@@ -25,7 +26,7 @@ uint64_t RequestQueue::Submit(int slots, Clock::time_point deadline, Decision de
   Decided decided;
   uint64_t ticket = 0;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     ticket = next_ticket_++;
     if (draining_) {
       decided.emplace_back(std::move(decide), absl::UnavailableError("coordinator is shutting down"));
@@ -48,7 +49,7 @@ uint64_t RequestQueue::Submit(int slots, Clock::time_point deadline, Decision de
       const Clock::time_point limit = Clock::now() + opts_.timeout;
       line_.Push(ticket, std::min(deadline, limit), Waiter{slots, deadline, std::move(decide)});
       WaitingChanged(+1);
-      changed_.notify_all();
+      changed_.SignalAll();
     }
   }
   Run(decided);
@@ -58,14 +59,14 @@ uint64_t RequestQueue::Submit(int slots, Clock::time_point deadline, Decision de
 void RequestQueue::Cancel(uint64_t ticket) {
   Decided decided;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     std::optional<Waiter> w = line_.Take(ticket);
     if (!w) return;
     WaitingChanged(-1);
     decided.emplace_back(std::move(w->decide), absl::CancelledError("the client left while waiting for a slot"));
     // The cancelled one may have held up smaller ones behind it.
     AdmitLocked(&decided);
-    changed_.notify_all();
+    changed_.SignalAll();
   }
   Run(decided);
 }
@@ -73,10 +74,10 @@ void RequestQueue::Cancel(uint64_t ticket) {
 void RequestQueue::Release(int slots) {
   Decided decided;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     running_ -= slots;
     AdmitLocked(&decided);
-    changed_.notify_all();
+    changed_.SignalAll();
   }
   Run(decided);
 }
@@ -84,35 +85,35 @@ void RequestQueue::Release(int slots) {
 void RequestQueue::StartDraining() {
   Decided decided;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     draining_ = true;
     line_.TakeAll([&](Waiter&& w) {
       WaitingChanged(-1);
       decided.emplace_back(std::move(w.decide), absl::UnavailableError("coordinator is shutting down"));
     });
-    changed_.notify_all();
+    changed_.SignalAll();
   }
   Run(decided);
 }
 
 int RequestQueue::running() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return running_;
 }
 
 int RequestQueue::waiting() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return static_cast<int>(line_.size());
 }
 
 bool RequestQueue::draining() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return draining_;
 }
 
 void RequestQueue::WaitIdle() {
-  std::unique_lock<std::mutex> lock(mu_);
-  changed_.wait(lock, [&] { return running_ == 0 && line_.empty(); });
+  absl::MutexLock lock(&mu_);
+  while (running_ != 0 || !line_.empty()) changed_.Wait(&mu_);
 }
 
 void RequestQueue::AdmitLocked(Decided* out) {
@@ -130,13 +131,13 @@ void RequestQueue::WaitingChanged(int delta) {
 }
 
 void RequestQueue::TimerLoop() {
-  std::unique_lock<std::mutex> lock(mu_);
+  mu_.Lock();
   while (!stop_) {
     const std::optional<Clock::time_point> next = line_.NextDeadline();
     if (next) {
-      changed_.wait_until(lock, *next);
+      changed_.WaitWithTimeout(&mu_, absl::FromChrono(*next - Clock::now()));
     } else {
-      changed_.wait(lock);
+      changed_.Wait(&mu_);
     }
     Decided decided;
     const Clock::time_point now = Clock::now();
@@ -153,11 +154,12 @@ void RequestQueue::TimerLoop() {
     if (decided.empty()) continue;
     // Expired waiters at the front may have held up ones that fit now.
     AdmitLocked(&decided);
-    changed_.notify_all();
-    lock.unlock();
+    changed_.SignalAll();
+    mu_.Unlock();
     Run(decided);
-    lock.lock();
+    mu_.Lock();
   }
+  mu_.Unlock();
 }
 
 void RequestQueue::Run(Decided& decided) {

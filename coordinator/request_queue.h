@@ -16,15 +16,15 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <thread>
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 #include "rpc/wait_queue.h"
 
 namespace specserve {
@@ -51,20 +51,20 @@ class RequestQueue {
   // Asks for `slots` run slots (1..max_running: an HTTP request's n choices
   // start together) before the caller's `deadline` (Clock::time_point::max()
   // for none). Returns a ticket for Cancel.
-  uint64_t Submit(int slots, Clock::time_point deadline, Decision decide);
+  uint64_t Submit(int slots, Clock::time_point deadline, Decision decide) ABSL_LOCKS_EXCLUDED(mu_);
   // A request that is still waiting leaves it (CANCELLED); a started or
   // refused one is not affected.
-  void Cancel(uint64_t ticket);
+  void Cancel(uint64_t ticket) ABSL_LOCKS_EXCLUDED(mu_);
   // A started request ended: its slots go to the oldest waiters that fit.
-  void Release(int slots);
+  void Release(int slots) ABSL_LOCKS_EXCLUDED(mu_);
   // Waiters and new requests get UNAVAILABLE from now on.
-  void StartDraining();
+  void StartDraining() ABSL_LOCKS_EXCLUDED(mu_);
 
-  int running() const;  // slots held
-  int waiting() const;  // requests in line
-  bool draining() const;
+  int running() const ABSL_LOCKS_EXCLUDED(mu_);  // slots held
+  int waiting() const ABSL_LOCKS_EXCLUDED(mu_);  // requests in line
+  bool draining() const ABSL_LOCKS_EXCLUDED(mu_);
   // Blocks until nothing runs and nothing waits.
-  void WaitIdle();
+  void WaitIdle() ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   struct Waiter {
@@ -74,20 +74,20 @@ class RequestQueue {
   };
   using Decided = std::vector<std::pair<Decision, absl::Status>>;
 
-  // Under mu_: starts waiters from the front while they fit.
-  void AdmitLocked(Decided* out);
+  // Starts waiters from the front while they fit.
+  void AdmitLocked(Decided* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void WaitingChanged(int delta);
-  void TimerLoop();
+  void TimerLoop() ABSL_LOCKS_EXCLUDED(mu_);
   static void Run(Decided& decided);
 
   const Options opts_;
-  mutable std::mutex mu_;
-  std::condition_variable changed_;  // the timer's deadlines, WaitIdle
-  rpc::WaitQueue<Waiter> line_;
-  int running_ = 0;
-  uint64_t next_ticket_ = 1;
-  bool draining_ = false;
-  bool stop_ = false;
+  mutable absl::Mutex mu_;
+  absl::CondVar changed_;  // the timer's deadlines, WaitIdle
+  rpc::WaitQueue<Waiter> line_ ABSL_GUARDED_BY(mu_);
+  int running_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t next_ticket_ ABSL_GUARDED_BY(mu_) = 1;
+  bool draining_ ABSL_GUARDED_BY(mu_) = false;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::thread timer_;
 };
 

@@ -1,5 +1,7 @@
 #include "coordinator/stats_log.h"
 
+#include "absl/time/time.h"
+
 namespace specserve {
 
 StatsLog::StatsLog(CoordinatorMetrics* metrics, std::chrono::duration<double> interval)
@@ -9,10 +11,9 @@ StatsLog::StatsLog(CoordinatorMetrics* metrics, std::chrono::duration<double> in
 
 StatsLog::~StatsLog() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     stopping_ = true;
   }
-  cv_.notify_all();
   if (thread_.joinable()) thread_.join();
 }
 
@@ -33,8 +34,8 @@ void StatsLog::Loop() {
   using Clock = std::chrono::steady_clock;
   CoordinatorMetrics::Totals last = metrics_->totals();
   Clock::time_point last_at = Clock::now();
-  std::unique_lock<std::mutex> lock(mu_);
-  while (!cv_.wait_for(lock, interval_, [this] { return stopping_; })) {
+  absl::MutexLock lock(&mu_);
+  while (!mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::Seconds(interval_.count()))) {
     const CoordinatorMetrics::Totals now = metrics_->totals();
     const Clock::time_point now_at = Clock::now();
     const double seconds = std::chrono::duration<double>(now_at - last_at).count();

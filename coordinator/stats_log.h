@@ -10,11 +10,11 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
-#include <mutex>
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "common/log.h"
 #include "coordinator/coordinator_metrics.h"
 
@@ -34,13 +34,12 @@ class StatsLog {
                                         double waiting);
 
  private:
-  void Loop();
+  void Loop() ABSL_LOCKS_EXCLUDED(mu_);
 
   CoordinatorMetrics* metrics_;
   const std::chrono::duration<double> interval_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stopping_ = false;
+  absl::Mutex mu_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;  // ends the wait between lines at once
   std::thread thread_;
 };
 

@@ -13,9 +13,10 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
-#include <mutex>
 #include <optional>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "coordinator/k_policy.h"
 #include "spec/round.h"
 
@@ -32,7 +33,7 @@ class TargetLoadBoard {
 
   void Post(const TargetLoad& load, double network_seconds) {
     if (!load.known) return;
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     latest_ = Report{load, network_seconds};
     posted_ = Clock::now();
   }
@@ -46,7 +47,7 @@ class TargetLoadBoard {
   // alone, and stay drafting among plain batch-mates
   // (docs/decisions/0010-seeding-new-requests.md).
   std::optional<Report> Latest(Clock::duration max_age = std::chrono::seconds(10)) const {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (!latest_ || Clock::now() - posted_ > max_age) return std::nullopt;
     Report r = *latest_;
     const double live = live_;
@@ -62,11 +63,11 @@ class TargetLoadBoard {
   class Live {
    public:
     explicit Live(TargetLoadBoard* board) : board_(board) {
-      std::lock_guard<std::mutex> lock(board_->mu_);
+      absl::MutexLock lock(&board_->mu_);
       ++board_->live_;
     }
     ~Live() {
-      std::lock_guard<std::mutex> lock(board_->mu_);
+      absl::MutexLock lock(&board_->mu_);
       --board_->live_;
     }
     Live(const Live&) = delete;
@@ -77,7 +78,7 @@ class TargetLoadBoard {
   };
   Live Join() { return Live(this); }
   int live() const {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     return live_;
   }
 
@@ -85,26 +86,26 @@ class TargetLoadBoard {
   // n-gram drafter's acceptance and cost say nothing of the model's.
   void PostPolicy(int drafter, const KPolicy& policy) {
     if (!policy.learned()) return;
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     policies_.insert_or_assign(drafter, Learned{policy, Clock::now()});
   }
   std::optional<KPolicy> LatestPolicy(int drafter, Clock::duration max_age = std::chrono::minutes(10)) const {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     auto it = policies_.find(drafter);
     if (it == policies_.end() || Clock::now() - it->second.posted > max_age) return std::nullopt;
     return it->second.policy;
   }
 
  private:
-  mutable std::mutex mu_;
-  std::optional<Report> latest_;
-  Clock::time_point posted_;
+  mutable absl::Mutex mu_;
+  std::optional<Report> latest_ ABSL_GUARDED_BY(mu_);
+  Clock::time_point posted_ ABSL_GUARDED_BY(mu_);
   struct Learned {
     KPolicy policy;
     Clock::time_point posted;
   };
-  std::map<int, Learned> policies_;
-  int live_ = 0;  // requests holding a Live
+  std::map<int, Learned> policies_ ABSL_GUARDED_BY(mu_);
+  int live_ ABSL_GUARDED_BY(mu_) = 0;  // requests holding a Live
 };
 
 }  // namespace specserve

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/time.h"
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "rpc/proto_convert.h"
@@ -74,7 +75,10 @@ absl::StatusOr<std::unique_ptr<Upstreams>> Upstreams::Connect(const Options& opt
   up->config_.n_ctx = info->context_length();
   if (!opts.draft.empty()) {
     up->draft_ = v1::DraftService::NewStub(MakeChannel(opts.draft, opts));
-    up->draft_state_ = DraftState::kUnchecked;
+    {
+      absl::MutexLock lock(&up->mu_);
+      up->draft_state_ = DraftState::kUnchecked;
+    }
     absl::Status s = up->CheckDraft(std::chrono::milliseconds(2000), /*wait_for_ready=*/true);
     if (absl::IsInvalidArgument(s)) return s;  // the wrong draft: fail loudly
     if (!s.ok()) {
@@ -89,10 +93,9 @@ absl::StatusOr<std::unique_ptr<Upstreams>> Upstreams::Connect(const Options& opt
 
 Upstreams::~Upstreams() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     stopping_ = true;
   }
-  stop_cv_.notify_all();
   if (watcher_.joinable()) watcher_.join();
 }
 
@@ -100,7 +103,7 @@ void Upstreams::Watch() {
   for (;;) {
     bool probe_draft = false;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       if (stopping_) return;
       probe_draft = draft_state_ == DraftState::kUnchecked || (draft_state_ == DraftState::kOk && circuit_open_);
     }
@@ -112,9 +115,9 @@ void Upstreams::Watch() {
       }
     }
     WatchTarget();
-    std::unique_lock<std::mutex> lock(mu_);
-    stop_cv_.wait_for(lock, probe_draft ? std::chrono::milliseconds(250) : opts_.health_interval,
-                      [this] { return stopping_; });
+    absl::MutexLock lock(&mu_);
+    mu_.AwaitWithTimeout(absl::Condition(&stopping_),
+                         absl::FromChrono(probe_draft ? std::chrono::milliseconds(250) : opts_.health_interval));
   }
 }
 
@@ -132,7 +135,7 @@ void Upstreams::WatchTarget() {
 }
 
 void Upstreams::DraftFailed(absl::string_view why) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (draft_state_ != DraftState::kOk || circuit_open_) return;
   circuit_open_ = true;
   log::Warn(absl::StrCat("draft at ", opts_.draft, " failed a call: skipping it until it answers again"),
@@ -140,14 +143,13 @@ void Upstreams::DraftFailed(absl::string_view why) {
 }
 
 bool Upstreams::draft_circuit_open() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return draft_state_ == DraftState::kOk && circuit_open_;
 }
 
 absl::Status Upstreams::CheckDraft(std::chrono::milliseconds timeout, bool wait_for_ready) {
-  // Called with mu_ free: the RPC must not hold the lock.
   absl::StatusOr<v1::ModelInfo> info = FetchInfo(*draft_, timeout, wait_for_ready);
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (!info.ok()) return info.status();
   absl::StatusOr<std::unique_ptr<Tokenizer>> tok = TokenizerFrom(*info);
   absl::Status same = tok.ok() ? CheckSameVocabulary(**tok, *tokenizer_) : tok.status();
@@ -163,12 +165,12 @@ absl::Status Upstreams::CheckDraft(std::chrono::milliseconds timeout, bool wait_
 }
 
 v1::DraftService::StubInterface* Upstreams::draft() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return draft_state_ == DraftState::kOk && !circuit_open_ ? draft_.get() : nullptr;
 }
 
 std::string Upstreams::draft_model() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return draft_state_ == DraftState::kOk ? draft_model_ : "";
 }
 

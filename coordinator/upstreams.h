@@ -25,15 +25,15 @@
 
 #include <chrono>
 #include <memory>
-#include <condition_variable>
-#include <mutex>
 #include <string>
 #include <thread>
 
 #include <grpcpp/grpcpp.h>
 
 #include "coordinator/target_load_board.h"
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "common/model_config.h"
 #include "common/tokenizer.h"
 #include "grpc/health/v1/health.grpc.pb.h"
@@ -82,24 +82,25 @@ class Upstreams {
   bool draft_configured() const { return draft_ != nullptr; }
   // The draft stub when it is usable now; nullptr otherwise (see the policy
   // above). Never blocks on the network.
-  v1::DraftService::StubInterface* draft();
-  std::string draft_model() const;
+  v1::DraftService::StubInterface* draft() ABSL_LOCKS_EXCLUDED(mu_);
+  std::string draft_model() const ABSL_LOCKS_EXCLUDED(mu_);
   // The draft is configured and checked but its circuit is open.
-  bool draft_circuit_open() const;
+  bool draft_circuit_open() const ABSL_LOCKS_EXCLUDED(mu_);
   // A draft call failed (not the request's own cancellation or deadline):
   // open the circuit. `why` is logged.
-  void DraftFailed(absl::string_view why);
+  void DraftFailed(absl::string_view why) ABSL_LOCKS_EXCLUDED(mu_);
   bool target_serving() const { return target_serving_.load(); }
   // The target's latest load report, posted by every request's rounds.
   TargetLoadBoard& target_load() { return target_load_; }
 
  private:
   enum class DraftState { kNone, kUnchecked, kOk, kRefused };
-  // Asks the draft for its model info and compares vocabularies.
-  absl::Status CheckDraft(std::chrono::milliseconds timeout, bool wait_for_ready);
+  // Asks the draft for its model info and compares vocabularies. Takes mu_
+  // only after the call: the RPC must not hold the lock.
+  absl::Status CheckDraft(std::chrono::milliseconds timeout, bool wait_for_ready) ABSL_LOCKS_EXCLUDED(mu_);
   // The watch thread: probes an unchecked draft or one whose circuit is
   // open, and the target's health.
-  void Watch();
+  void Watch() ABSL_LOCKS_EXCLUDED(mu_);
   void WatchTarget();
   Upstreams() = default;
 
@@ -112,12 +113,11 @@ class Upstreams {
   std::unique_ptr<Tokenizer> tokenizer_;
   ModelConfig config_;
 
-  mutable std::mutex mu_;
-  DraftState draft_state_ = DraftState::kNone;
-  std::string draft_model_;
-  bool circuit_open_ = false;
-  bool stopping_ = false;
-  std::condition_variable stop_cv_;
+  mutable absl::Mutex mu_;
+  DraftState draft_state_ ABSL_GUARDED_BY(mu_) = DraftState::kNone;
+  std::string draft_model_ ABSL_GUARDED_BY(mu_);
+  bool circuit_open_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;  // the watch thread's pauses end at once
   std::atomic<bool> target_serving_{true};
   TargetLoadBoard target_load_;
   std::thread watcher_;

@@ -6,7 +6,7 @@
 namespace specserve::rpc {
 
 absl::Status Admission::Admit(int32_t blocks) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (draining_) return absl::UnavailableError("server is shutting down; not accepting new sessions");
   if (active_ >= max_sessions_) {
     return absl::ResourceExhaustedError(absl::StrCat("session limit reached (", max_sessions_, " sessions)"));
@@ -22,29 +22,29 @@ absl::Status Admission::Admit(int32_t blocks) {
 }
 
 void Admission::Release(int32_t blocks) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   SPECSERVE_CHECK(active_ > 0 && charged_blocks_ >= blocks);
   --active_;
   charged_blocks_ -= blocks;
 }
 
 void Admission::StartDraining() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   draining_ = true;
 }
 
 int32_t Admission::active() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return active_;
 }
 
 int32_t Admission::reserved_blocks() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return charged_blocks_;
 }
 
 bool Admission::draining() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return draining_;
 }
 

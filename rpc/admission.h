@@ -8,9 +8,10 @@
 #pragma once
 
 #include <cstdint>
-#include <mutex>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 
 namespace specserve::rpc {
 
@@ -37,10 +38,10 @@ class Admission {
  private:
   const int32_t max_sessions_;
   const int32_t kv_blocks_;
-  mutable std::mutex mu_;
-  int32_t active_ = 0;
-  int32_t charged_blocks_ = 0;
-  bool draining_ = false;
+  mutable absl::Mutex mu_;
+  int32_t active_ ABSL_GUARDED_BY(mu_) = 0;
+  int32_t charged_blocks_ ABSL_GUARDED_BY(mu_) = 0;
+  bool draining_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace specserve::rpc

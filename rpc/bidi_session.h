@@ -15,9 +15,11 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <mutex>
 
 #include <grpcpp/grpcpp.h>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 
 namespace specserve::rpc {
 
@@ -53,8 +55,8 @@ class StreamHandle {
   };
   explicit StreamHandle(Writer* w) : writer_(w) {}
 
-  void Send(Resp msg) {
-    std::lock_guard<std::mutex> lock(mu_);
+  void Send(Resp msg) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
     if (writer_ == nullptr || finish_requested_) return;
     out_.push_back(std::move(msg));  // deque: pointers to queued messages stay valid
     if (!writing_) {
@@ -64,10 +66,10 @@ class StreamHandle {
   }
 
   // Ends the stream once queued messages are written. Idempotent.
-  void Finish(const grpc::Status& s) {
+  void Finish(const grpc::Status& s) ABSL_LOCKS_EXCLUDED(mu_) {
     Writer* w = nullptr;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       if (writer_ == nullptr || finish_requested_) return;
       finish_requested_ = true;
       status_ = s;
@@ -81,11 +83,11 @@ class StreamHandle {
   }
 
   // From the reactor's OnWriteDone.
-  void WriteDone(bool ok) {
+  void WriteDone(bool ok) ABSL_LOCKS_EXCLUDED(mu_) {
     Writer* w = nullptr;
     grpc::Status st;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       if (writer_ == nullptr) return;
       out_.pop_front();
       if (!ok) out_.clear();  // the stream is broken: nothing more gets through
@@ -104,20 +106,20 @@ class StreamHandle {
   }
 
   // From the reactor's OnDone: the reactor is about to be deleted.
-  void Detach() {
-    std::lock_guard<std::mutex> lock(mu_);
+  void Detach() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
     writer_ = nullptr;
     out_.clear();
   }
 
  private:
-  std::mutex mu_;
-  Writer* writer_;
-  std::deque<Resp> out_;
-  bool writing_ = false;
-  bool finish_requested_ = false;
-  bool finish_called_ = false;
-  grpc::Status status_;
+  absl::Mutex mu_;
+  Writer* writer_ ABSL_GUARDED_BY(mu_);
+  std::deque<Resp> out_ ABSL_GUARDED_BY(mu_);
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool finish_requested_ ABSL_GUARDED_BY(mu_) = false;
+  bool finish_called_ ABSL_GUARDED_BY(mu_) = false;
+  grpc::Status status_ ABSL_GUARDED_BY(mu_);
 };
 
 // `IsClose(req)` tells a close message from the rest. Deletes itself in OnDone.

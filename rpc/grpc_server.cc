@@ -110,7 +110,7 @@ GrpcServer::~GrpcServer() {
 }
 
 void GrpcServer::SetServing(bool serving) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (draining_ && serving) return;  // once draining, NOT_SERVING for good
   health_->Set(serving);
 }
@@ -118,7 +118,7 @@ void GrpcServer::SetServing(bool serving) {
 void GrpcServer::Drain(const std::function<void()>& refuse_new, const std::function<int()>& active) {
   SetServing(false);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     draining_ = true;
   }
   refuse_new();

@@ -7,13 +7,14 @@
 
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include <grpcpp/grpcpp.h>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "common/cli_args.h"
 #include "rpc/health_service.h"
 #include "rpc/tls.h"
@@ -55,13 +56,13 @@ class GrpcServer {
 
   // Health for every service; thread-safe. Once Drain has begun, stays
   // NOT_SERVING.
-  void SetServing(bool serving);
+  void SetServing(bool serving) ABSL_LOCKS_EXCLUDED(mu_);
   int port() const { return port_; }
 
   // The SIGTERM sequence. `refuse_new` makes new sessions fail with
   // UNAVAILABLE; `active` counts the sessions still running. Returns after
   // the server has stopped (calls still running at the deadline are cancelled).
-  void Drain(const std::function<void()>& refuse_new, const std::function<int()>& active);
+  void Drain(const std::function<void()>& refuse_new, const std::function<int()>& active) ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   GrpcServer() = default;
@@ -70,8 +71,8 @@ class GrpcServer {
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   bool stopped_ = false;
-  std::mutex mu_;
-  bool draining_ = false;
+  absl::Mutex mu_;
+  bool draining_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace specserve::rpc

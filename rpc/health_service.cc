@@ -9,17 +9,22 @@ using grpc::health::v1::HealthCheckRequest;
 // failed write, or at Shutdown. All its state is guarded by the service's mu_.
 class HealthService::Watcher final : public grpc::ServerWriteReactor<Response> {
  public:
-  // Registers itself; the caller holds mu_.
+  // Registers itself.
   // `whole_server`: it asked for ""; otherwise SERVICE_UNKNOWN, for good.
-  Watcher(HealthService* svc, bool whole_server) : svc_(svc), whole_server_(whole_server) {
-    svc_->watchers_.insert(this);
+  Watcher(HealthService* svc, bool whole_server) ABSL_EXCLUSIVE_LOCKS_REQUIRED(svc->mu_)
+      : svc_(svc), whole_server_(whole_server) {
+    svc->watchers_.insert(this);
+    AssertLockHeld();
     SendLocked(whole_server ? svc_->StatusLocked() : Response::SERVICE_UNKNOWN);
   }
 
   bool whole_server() const { return whole_server_; }
 
-  // Caller holds mu_.
-  void SendLocked(Response::ServingStatus s) {
+  // Tells the analysis that the service's lock, held by a caller that knows
+  // it as its own mu_, is this watcher's svc_->mu_ (a check, too).
+  void AssertLockHeld() const ABSL_ASSERT_EXCLUSIVE_LOCK(svc_->mu_) { svc_->mu_.AssertHeld(); }
+
+  void SendLocked(Response::ServingStatus s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(svc_->mu_) {
     if (finishing_) return;
     if (writing_) {
       pending_ = s;
@@ -31,8 +36,8 @@ class HealthService::Watcher final : public grpc::ServerWriteReactor<Response> {
     StartWrite(&out_);
   }
 
-  // Caller holds mu_. Finishes now, or once the write in flight is done.
-  void FinishLocked(grpc::Status s) {
+  // Finishes now, or once the write in flight is done.
+  void FinishLocked(grpc::Status s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(svc_->mu_) {
     if (finishing_) return;
     finishing_ = true;
     if (writing_) {
@@ -43,8 +48,8 @@ class HealthService::Watcher final : public grpc::ServerWriteReactor<Response> {
     finished_ = true;
   }
 
-  void OnWriteDone(bool ok) override {
-    std::lock_guard<std::mutex> lock(svc_->mu_);
+  void OnWriteDone(bool ok) override ABSL_LOCKS_EXCLUDED(svc_->mu_) {
+    absl::MutexLock lock(&svc_->mu_);
     writing_ = false;
     // A change that came during this write goes out before the stream ends:
     // the drain's NOT_SERVING, queued behind a SERVING, is the last word.
@@ -68,29 +73,29 @@ class HealthService::Watcher final : public grpc::ServerWriteReactor<Response> {
     }
   }
 
-  void OnCancel() override {
-    std::lock_guard<std::mutex> lock(svc_->mu_);
+  void OnCancel() override ABSL_LOCKS_EXCLUDED(svc_->mu_) {
+    absl::MutexLock lock(&svc_->mu_);
     FinishLocked(grpc::Status::CANCELLED);
   }
 
-  void OnDone() override {
+  void OnDone() override ABSL_LOCKS_EXCLUDED(svc_->mu_) {
     {
-      std::lock_guard<std::mutex> lock(svc_->mu_);
+      absl::MutexLock lock(&svc_->mu_);
       svc_->watchers_.erase(this);
     }
     delete this;
   }
 
  private:
-  HealthService* svc_;
+  HealthService* const svc_;
   const bool whole_server_;
-  Response out_;  // the message being written
-  bool writing_ = false;
-  bool has_pending_ = false;
-  Response::ServingStatus pending_ = Response::UNKNOWN;
-  bool finishing_ = false;
-  bool finished_ = false;
-  grpc::Status final_;
+  Response out_ ABSL_GUARDED_BY(svc_->mu_);  // the message being written
+  bool writing_ ABSL_GUARDED_BY(svc_->mu_) = false;
+  bool has_pending_ ABSL_GUARDED_BY(svc_->mu_) = false;
+  Response::ServingStatus pending_ ABSL_GUARDED_BY(svc_->mu_) = Response::UNKNOWN;
+  bool finishing_ ABSL_GUARDED_BY(svc_->mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(svc_->mu_) = false;
+  grpc::Status final_ ABSL_GUARDED_BY(svc_->mu_);
 };
 
 HealthService::Response::ServingStatus HealthService::StatusLocked() const {
@@ -98,19 +103,21 @@ HealthService::Response::ServingStatus HealthService::StatusLocked() const {
 }
 
 void HealthService::Set(bool serving) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (shut_down_ || serving == serving_) return;
   serving_ = serving;
   for (Watcher* w : watchers_) {
+    w->AssertLockHeld();
     if (w->whole_server()) w->SendLocked(StatusLocked());
   }
 }
 
 void HealthService::Shutdown() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (shut_down_) return;
   shut_down_ = true;
   for (Watcher* w : watchers_) {
+    w->AssertLockHeld();
     if (serving_ && w->whole_server()) w->SendLocked(Response::NOT_SERVING);
     w->FinishLocked(grpc::Status::OK);
   }
@@ -124,7 +131,7 @@ grpc::ServerUnaryReactor* HealthService::Check(grpc::CallbackServerContext* ctx,
     return r;
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     resp->set_status(StatusLocked());
   }
   r->Finish(grpc::Status::OK);
@@ -133,9 +140,10 @@ grpc::ServerUnaryReactor* HealthService::Check(grpc::CallbackServerContext* ctx,
 
 grpc::ServerWriteReactor<HealthService::Response>* HealthService::Watch(grpc::CallbackServerContext*,
                                                          const HealthCheckRequest* req) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   // An unknown service streams SERVICE_UNKNOWN, as the protocol says.
   auto* w = new Watcher(this, req->service().empty());
+  w->AssertLockHeld();
   if (shut_down_) w->FinishLocked(grpc::Status::OK);
   return w;
 }

@@ -8,11 +8,12 @@
 // Set(true).
 #pragma once
 
-#include <mutex>
 #include <set>
 
 #include <grpcpp/grpcpp.h>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 
 namespace specserve::rpc {
@@ -28,10 +29,10 @@ class HealthService final : public grpc::health::v1::Health::CallbackService {
   ~HealthService() override = default;
 
   // Thread-safe; every Watch stream hears the change.
-  void Set(bool serving);
+  void Set(bool serving) ABSL_LOCKS_EXCLUDED(mu_);
   // NOT_SERVING for good, and every Watch stream ends (OK): the server's
   // shutdown does not wait for them.
-  void Shutdown();
+  void Shutdown() ABSL_LOCKS_EXCLUDED(mu_);
 
   // "" is the server; any other name is NOT_FOUND, as gRPC's default says.
   grpc::ServerUnaryReactor* Check(grpc::CallbackServerContext* ctx, const grpc::health::v1::HealthCheckRequest* req,
@@ -41,12 +42,13 @@ class HealthService final : public grpc::health::v1::Health::CallbackService {
 
  private:
   class Watcher;
-  Response::ServingStatus StatusLocked() const;
+  Response::ServingStatus StatusLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  std::mutex mu_;
-  bool serving_ = false;
-  bool shut_down_ = false;
-  std::set<Watcher*> watchers_;  // each removes itself when its call is done
+  // Also guards every Watcher's state.
+  absl::Mutex mu_;
+  bool serving_ ABSL_GUARDED_BY(mu_) = false;
+  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+  std::set<Watcher*> watchers_ ABSL_GUARDED_BY(mu_);  // each removes itself when its call is done
 };
 
 }  // namespace specserve::rpc

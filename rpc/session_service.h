@@ -16,13 +16,14 @@
 #include <deque>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "common/check.h"
 #include "common/log.h"
 #include "common/trace_context.h"
@@ -107,13 +108,13 @@ class SessionService : public SessionSink<Req, Resp> {
 
   // The request a new stream works for, from its metadata (x-request-id,
   // traceparent): the session's log line, written when it ends, carries them.
-  void NoteStream(uint64_t id, const grpc::CallbackServerContext& ctx) {
+  void NoteStream(uint64_t id, const grpc::CallbackServerContext& ctx) ABSL_LOCKS_EXCLUDED(streams_mu_) {
     auto value = [&ctx](const char* key) {
       auto it = ctx.client_metadata().find(key);
       return it == ctx.client_metadata().end() ? std::string() : std::string(it->second.data(), it->second.size());
     };
     std::optional<TraceContext> trace = ParseTraceparent(value(kTraceparentHeader));
-    std::lock_guard<std::mutex> lock(streams_mu_);
+    absl::MutexLock lock(&streams_mu_);
     if (streams_.size() > 100000) streams_.clear();  // streams that never opened: keep the map bounded
     streams_[id] = StreamIds{value("x-request-id"), trace ? trace->trace_id : "", Clock::now()};
   }
@@ -202,10 +203,10 @@ class SessionService : public SessionSink<Req, Resp> {
   }
 
   // One line per session: how it ended, how long it lasted, whose it was.
-  void LogSessionEnd(uint64_t id, const grpc::Status& status) {
+  void LogSessionEnd(uint64_t id, const grpc::Status& status) ABSL_LOCKS_EXCLUDED(streams_mu_) {
     StreamIds ids;
     {
-      std::lock_guard<std::mutex> lock(streams_mu_);
+      absl::MutexLock lock(&streams_mu_);
       auto it = streams_.find(id);
       if (it == streams_.end()) return;
       ids = std::move(it->second);
@@ -430,8 +431,8 @@ class SessionService : public SessionSink<Req, Resp> {
     std::string request_id, trace_id;
     Clock::time_point opened;
   };
-  std::mutex streams_mu_;
-  std::map<uint64_t, StreamIds> streams_;  // NoteStream'd, not yet logged
+  absl::Mutex streams_mu_;
+  std::map<uint64_t, StreamIds> streams_ ABSL_GUARDED_BY(streams_mu_);  // NoteStream'd, not yet logged
   ModelHost* host_ = nullptr;
   ServiceMetrics* metrics_ = nullptr;
   std::unique_ptr<Admission> admission_;

@@ -5,49 +5,57 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <deque>
-#include <mutex>
 #include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 
 namespace specserve::rpc {
 
 template <class T>
 class WorkQueue {
  public:
-  void Push(T item) {
+  void Push(T item) ABSL_LOCKS_EXCLUDED(mu_) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       items_.push_back(std::move(item));
     }
-    cv_.notify_one();
+    cv_.Signal();
   }
 
   // Moves every queued item into *out (appending). With `wait`, blocks until
   // there is at least one or `timeout` passes. Returns false once Stop()ped
   // and empty.
   template <class Rep, class Period>
-  bool TakeAll(std::deque<T>* out, bool wait, std::chrono::duration<Rep, Period> timeout) {
-    std::unique_lock<std::mutex> lock(mu_);
-    if (wait) cv_.wait_for(lock, timeout, [&] { return !items_.empty() || stopped_; });
+  bool TakeAll(std::deque<T>* out, bool wait, std::chrono::duration<Rep, Period> timeout) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    if (wait) {
+      const absl::Time deadline =
+          absl::Now() + absl::FromChrono(std::chrono::duration_cast<std::chrono::nanoseconds>(timeout));
+      while (items_.empty() && !stopped_) {
+        if (cv_.WaitWithDeadline(&mu_, deadline)) break;  // timed out
+      }
+    }
     for (T& item : items_) out->push_back(std::move(item));
     items_.clear();
     return !(stopped_ && out->empty());
   }
 
-  void Stop() {
+  void Stop() ABSL_LOCKS_EXCLUDED(mu_) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       stopped_ = true;
     }
-    cv_.notify_all();
+    cv_.SignalAll();
   }
 
  private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<T> items_;
-  bool stopped_ = false;
+  absl::Mutex mu_;
+  absl::CondVar cv_;
+  std::deque<T> items_ ABSL_GUARDED_BY(mu_);
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace specserve::rpc

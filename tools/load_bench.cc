@@ -4,13 +4,14 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
-#include <condition_variable>
 #include <cstdio>
-#include <mutex>
 #include <random>
 #include <thread>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "common/status_macros.h"
 #include "tools/coordinator_client.h"
 
@@ -106,10 +107,16 @@ absl::StatusOr<LoadResult> RunLoad(const SendFn& send, const std::vector<std::ve
   const Clock::time_point start = Clock::now();
   const auto duration = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(config.duration_s));
   std::atomic<int64_t> next{0};
-  std::mutex mu;
-  std::vector<RequestSample> samples;
+  struct Collected {
+    absl::Mutex mu;
+    std::vector<RequestSample> samples ABSL_GUARDED_BY(mu);
+    Clock::time_point last_end ABSL_GUARDED_BY(mu);
+  } collected;
+  {
+    absl::MutexLock lock(&collected.mu);
+    collected.last_end = start;
+  }
   std::atomic<int64_t> done_tokens{0}, done_requests{0};
-  Clock::time_point last_end = start;
 
   auto worker = [&] {
     for (;;) {
@@ -128,19 +135,20 @@ absl::StatusOr<LoadResult> RunLoad(const SendFn& send, const std::vector<std::ve
       s.prompt = i % static_cast<int64_t>(prompts.size());
       done_tokens += s.tokens;
       ++done_requests;
-      std::lock_guard<std::mutex> lock(mu);
-      last_end = std::max(last_end, Clock::now());
-      samples.push_back(std::move(s));
+      absl::MutexLock lock(&collected.mu);
+      collected.last_end = std::max(collected.last_end, Clock::now());
+      collected.samples.push_back(std::move(s));
     }
   };
 
-  std::mutex progress_mu;
-  std::condition_variable progress_cv;
-  bool finished = false;
+  struct Progress {
+    absl::Mutex mu;
+    bool finished ABSL_GUARDED_BY(mu) = false;  // ends the wait between progress lines at once
+  } progress_state;
   std::thread progress([&] {
     if (!config.progress) return;
-    std::unique_lock<std::mutex> lock(progress_mu);
-    while (!progress_cv.wait_for(lock, std::chrono::seconds(5), [&] { return finished; })) {
+    absl::MutexLock lock(&progress_state.mu);
+    while (!progress_state.mu.AwaitWithTimeout(absl::Condition(&progress_state.finished), absl::Seconds(5))) {
       const double t = std::chrono::duration<double>(Clock::now() - start).count();
       std::fprintf(stderr, "  concurrency %d: %5.0f s, %lld requests done, %lld tokens, %.1f tokens/s\n",
                    config.concurrency, t, static_cast<long long>(done_requests.load()),
@@ -151,12 +159,18 @@ absl::StatusOr<LoadResult> RunLoad(const SendFn& send, const std::vector<std::ve
   for (int c = 0; c < config.concurrency; ++c) clients.emplace_back(worker);
   for (auto& t : clients) t.join();
   {
-    std::lock_guard<std::mutex> lock(progress_mu);
-    finished = true;
+    absl::MutexLock lock(&progress_state.mu);
+    progress_state.finished = true;
   }
-  progress_cv.notify_all();
   progress.join();
 
+  std::vector<RequestSample> samples;
+  Clock::time_point last_end;
+  {
+    absl::MutexLock lock(&collected.mu);
+    samples = std::move(collected.samples);
+    last_end = collected.last_end;
+  }
   return SummarizeLoad(config, std::move(samples), std::chrono::duration<double>(last_end - start).count());
 }
 
