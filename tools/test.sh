@@ -6,13 +6,28 @@
 #     kernel for sm_80 and sm_90 and runs the CUDA tests (they skip, saying
 #     so, where no GPU is present);
 #  3. the GGUF loader and tokenizer tests under AddressSanitizer and UBSan;
-#  4. each libFuzzer target (fuzz/) for 30 s in build-fuzz/ (clang-14). Where
-#     clang or libFuzzer is missing the stage is skipped, saying so, except
-#     under CI=true, where that is a failure (tools/setup.sh installs them).
+#  4. each libFuzzer target (fuzz/) for 30 s in build-fuzz/ (clang-14).
+# Between stage 1's build and its tests, clang-14's thread-safety analysis
+# (tools/thread_safety.sh) runs over the CPU build's non-test sources.
+# Where clang or libFuzzer is missing a clang stage is skipped, saying so,
+# except under CI=true, where that is a failure (tools/setup.sh installs
+# them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SPECSERVE_CUDA=OFF bash tools/build.sh
 jobs=${JOBS:-$(nproc)}
+# Clang's thread-safety analysis over the CPU build's sources (its compile
+# database), before the suite so that a finding fails fast: mutex-guarded
+# members carry ABSL_GUARDED_BY, and any access the annotations do not
+# allow is an error.
+if bash tools/thread_safety.sh --check; then
+  bash tools/thread_safety.sh
+elif [ "${CI:-}" = "true" ]; then
+  echo "thread-safety: clang++-14 missing under CI (tools/setup.sh installs clang-14)" >&2
+  exit 1
+else
+  echo "thread-safety: SKIPPED: clang++-14 is missing (apt-get install clang-14)"
+fi
 (cd build && ctest --output-on-failure -j"$jobs" --timeout 900)
 
 if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
