@@ -67,7 +67,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 bin=${SPECSERVE_BIN:-$root/build/bin}
 repeats=1
 pair=bundled concurrency=1,2,4,8,16,32 duration=10 max_tokens=64 json="" plot="" prompts="" limit=8
-max_sessions=64 max_waiting=256 activations=fp32 k=adaptive prefix_tokens="" max_tokens_given="" samples=""
+max_sessions=64 max_waiting=256 activations=int8 k=adaptive prefix_tokens="" max_tokens_given="" samples=""
 target_override="" gather=() chunk=() rate=() drafters=none,model
 while [ $# -gt 0 ]; do
   case $1 in

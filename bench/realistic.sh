@@ -41,13 +41,13 @@ bench_threads="1"
 targets="q8_0"
 ks="2,4,adaptive"
 temperatures="0,1"
-serve_k="4"
+serve_k="adaptive"
 target_cores=1
 in_process_threads=""
 services=1
 in_process=1
 json=""
-activations="fp32"
+activations="int8"
 
 usage() {
   cat <<EOF

@@ -49,10 +49,11 @@ struct BackendOptions {
   // --kv-memory-mib; 0: not given (the CPU caps at kDefaultKvMemoryMib,
   // CUDA at what its free memory holds).
   int64_t kv_memory_mib = 0;
-  // --cpu-activations: fp32 (exact products of the dequantized weights) or
-  // int8 (llama.cpp-style quantized activations; common/matmul_activations.h).
-  // The CPU backend only; CUDA ignores it.
-  MatMulActivations cpu_activations = MatMulActivations::kFp32;
+  // --cpu-activations: int8 (llama.cpp-style quantized activations for
+  // quantized weights, the default) or fp32 (exact products of the
+  // dequantized weights; common/matmul_activations.h). The CPU backend only;
+  // CUDA ignores it.
+  MatMulActivations cpu_activations = MatMulActivations::kInt8;
 };
 
 // What one ForwardVerify call gives back.

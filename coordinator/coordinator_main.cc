@@ -129,7 +129,7 @@ int Main(int argc, char** argv) {
   rpc::DeclareServerFlags(args, "0.0.0.0:50051", 9101, "requests");
   args.Flag("target", "", "the target service, HOST:PORT (required)");
   args.Flag("draft", "", "the draft service, HOST:PORT (optional; without it requests draft with n-grams)");
-  args.Flag("default-k", "4", "tokens drafted per round when a request does not say: 0..16 or \"adaptive\"");
+  args.Flag("default-k", "adaptive", "tokens drafted per round when a request does not say: 0..16 or \"adaptive\"");
   args.Flag("default-max-tokens", "128", "max_tokens when a request does not say");
   args.Flag("speculation-max-sessions", "0",
             "every request decodes plainly while the target reports this many sessions open or more, whatever "

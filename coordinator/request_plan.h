@@ -18,7 +18,7 @@
 namespace specserve {
 
 struct CoordinatorOptions {
-  int default_k = 4;          // -1: adaptive
+  int default_k = -1;         // -1 (the default): adaptive; else 0..16
   int default_max_tokens = 128;
   int max_stop_strings = 16;
   int max_stop_bytes = 256;   // per stop string

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/status_macros.h"
+#include "common/usable_cpus.h"
 #include "rpc/cpu_affinity.h"
 #include "rpc/tls.h"
 
@@ -49,7 +50,9 @@ absl::Status ReadServerFlags(const CliArgs& a, ServerFlags* f) {
 void DeclareServiceFlags(CliArgs& a, const std::string& default_listen, int default_metrics_port) {
   DeclareServerFlags(a, default_listen, default_metrics_port, "sessions");
   a.Flag("model", "", "GGUF model file (required)");
-  a.Flag("threads", "1", "CPU threads for the forward pass");
+  a.Flag("threads", "auto",
+         "CPU threads for the forward pass; auto: the cores this service may use (the --cpus list, else its "
+         "affinity mask), at most its cgroup's CPU quota (common/usable_cpus.h)");
   a.Flag("cpus", "",
          "pin the service to these cores, e.g. 0 or 2-3 (on a small machine: the draft and the target on cores of "
          "their own); empty: no pinning");
@@ -60,10 +63,11 @@ void DeclareServiceFlags(CliArgs& a, const std::string& default_listen, int defa
          "with --kv-blocks 0: the most memory the KV cache may take (0: 1024 on the CPU; on CUDA, what the device "
          "has free after the weights, less max(1 GiB, 10%) headroom)");
   a.Flag("backend", "cpu", "cpu or cuda");
-  a.Flag("cpu-activations", "fp32",
-         "CPU matrix products: fp32 (exact products of the dequantized weights; matches the golden references) or "
-         "int8 (activations quantized to int8 per 32 values and integer dot products, as llama.cpp does: about "
-         "twice the decode speed on quantized models, logits within ~0.2; docs/performance_model.md)");
+  a.Flag("cpu-activations", "int8",
+         "CPU matrix products of quantized weights: int8 (activations quantized to int8 per 32 values and integer "
+         "dot products, as llama.cpp does: about twice fp32's decode speed, logits within ~0.2) or fp32 (exact "
+         "products of the dequantized weights; matches the golden references). Unquantized weights compute in fp32 "
+         "either way (docs/performance_model.md)");
   a.Flag("prefix-cache", "on",
          "on: sessions whose prompts start with the same whole KV blocks as a recent one reuse its keys and values "
          "instead of computing them (common/kv_cache.h); off: every prompt is computed");
@@ -89,15 +93,16 @@ absl::StatusOr<ServiceFlags> ReadServiceFlags(const CliArgs& a) {
   RETURN_IF_ERROR(ReadServerFlags(a, &f));
   f.model = a.Str("model");
   if (f.model.empty()) return absl::InvalidArgumentError("--model is required");
-  ASSIGN_OR_RETURN(int64_t threads, a.Int("threads", 1, 256));
   ASSIGN_OR_RETURN(int64_t kv_blocks, a.Int("kv-blocks", 0, 1 << 30));
   ASSIGN_OR_RETURN(int64_t device, a.Int("device", 0, 64));
   ASSIGN_OR_RETURN(f.cpus, ParseCpuList(a.Str("cpus")));
+  const int usable = UsableCpus(f.cpus.empty() ? AffinityCpus() : static_cast<int>(f.cpus.size()), CgroupCpuQuota());
+  ASSIGN_OR_RETURN(const int threads, ThreadsFromFlag(a.Str("threads"), usable));
   const std::string prefix_cache = a.Str("prefix-cache");
   if (prefix_cache != "on" && prefix_cache != "off") return absl::InvalidArgumentError("--prefix-cache must be on or off");
   f.prefix_cache = prefix_cache == "on";
   f.backend.kind = a.Str("backend");
-  f.backend.threads = static_cast<int>(threads);
+  f.backend.threads = threads;
   ASSIGN_OR_RETURN(f.backend.cpu_activations, ParseMatMulActivations(a.Str("cpu-activations")));
   f.backend.kv_blocks = static_cast<int32_t>(kv_blocks);
   f.backend.kv_contexts = f.max_sessions;

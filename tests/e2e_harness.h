@@ -250,8 +250,12 @@ class Cluster {
     const std::string& dir = dir_;
     target_port = FreePort();
     target_metrics = FreePort();
+    // One thread per service unless a test says otherwise: ctest runs
+    // clusters side by side, and the default (--threads auto, every core)
+    // would put several spinning pools on the same cores.
     std::vector<std::string> targs = {"--model", testing::BundledModel("code-target-7m.gguf"), "--listen",
-                                      Loopback(target_port), "--metrics-port", std::to_string(target_metrics)};
+                                      Loopback(target_port), "--metrics-port", std::to_string(target_metrics),
+                                      "--threads", "1"};
     targs.insert(targs.end(), o.target_args.begin(), o.target_args.end());
     target = std::make_unique<Process>("specserve-target", targs, dir + "/target.log");
     std::vector<std::string> cargs = {"--target", Loopback(target_port)};
@@ -259,7 +263,8 @@ class Cluster {
       draft_port = FreePort();
       draft_metrics = FreePort();
       std::vector<std::string> dargs = {"--model", testing::BundledModel("code-draft-1m.gguf"), "--listen",
-                                        Loopback(draft_port), "--metrics-port", std::to_string(draft_metrics)};
+                                        Loopback(draft_port), "--metrics-port", std::to_string(draft_metrics),
+                                        "--threads", "1"};
       dargs.insert(dargs.end(), o.draft_args.begin(), o.draft_args.end());
       draft_argv_ = dargs;
       if (!o.draft_started_later) draft = std::make_unique<Process>("specserve-draft", dargs, dir + "/draft.log");

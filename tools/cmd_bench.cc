@@ -130,7 +130,7 @@ int Bench(int argc, char** argv) {
   args.Flag("models", "models/code-draft-1m.gguf,models/code-target-7m.gguf,../shared/models/code-target-14m.gguf",
             "comma-separated GGUF files (missing ones are skipped)");
   args.Flag("threads", "1,2", "comma-separated thread counts");
-  args.Flag("cpu-activations", "fp32", "comma-separated: fp32 and/or int8 (common/matmul_activations.h)");
+  args.Flag("cpu-activations", "int8", "comma-separated: fp32 and/or int8 (common/matmul_activations.h)");
   args.Flag("prompt-len", "256", "prefill length");
   args.Flag("depth", "430", "context depth for the deep decode and verify figures");
   args.Flag("json", "", "also write the results as JSON to this file");

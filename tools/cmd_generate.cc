@@ -13,6 +13,7 @@
 #include "common/status_macros.h"
 #include "common/thread_pool.h"
 #include "common/tokenizer.h"
+#include "common/usable_cpus.h"
 #include "common/weights.h"
 #include "coordinator/drafters.h"
 #include "coordinator/local_engines.h"
@@ -38,7 +39,9 @@ absl::StatusOr<Target> LoadTarget(const CliArgs& args) {
   ASSIGN_OR_RETURN(t.model, Model::Load(args.Str("model")));
   ASSIGN_OR_RETURN(t.tok, Tokenizer::FromGguf(*t.model->file));
   t.bo.kind = args.Str("backend");
-  ASSIGN_OR_RETURN(t.bo.threads, args.Int("threads", 1, 256));
+  // With --overlap the draft runs on a thread of its own, beside the pool.
+  const int reserved = args.Bool("overlap") && !args.Str("draft").empty() ? 1 : 0;
+  ASSIGN_OR_RETURN(t.bo.threads, ThreadsFromFlag(args.Str("threads"), UsableCpus(), reserved));
   ASSIGN_OR_RETURN(t.bo.cpu_activations, ParseMatMulActivations(args.Str("cpu-activations")));
   if (t.bo.kind == "cpu") {
     t.shared_pool = std::make_shared<ThreadPool>(t.bo.threads);
@@ -164,12 +167,12 @@ int Generate(int argc, char** argv) {
   AddPromptFlag(args);
   args.Flag("max-tokens", "128", "tokens to generate at most");
   AddSamplingFlags(args);
-  args.Flag("threads", "1", "CPU threads");
-  args.Flag("cpu-activations", "fp32", "fp32 or int8 CPU matrix products (common/matmul_activations.h)");
+  args.Flag("threads", "auto", "CPU threads; auto: the cores this process may use (less one for an --overlap draft)");
+  args.Flag("cpu-activations", "int8", "fp32 or int8 CPU matrix products (common/matmul_activations.h)");
   args.Flag("backend", "cpu", "cpu or cuda");
   args.Flag("draft", "", "draft model GGUF (same vocabulary as --model)");
   args.Flag("drafter", "none", "model, ngram or none (model when --draft is given)");
-  args.Flag("k", "4", "tokens drafted per round (0..16) or 'adaptive'");
+  args.Flag("k", "adaptive", "tokens drafted per round: adaptive (chosen every round from measured acceptance and costs) or 0..16");
   args.BoolFlag("overlap", "draft the next block on another thread while the target verifies");
   args.Flag("draft-temperature", "", "the draft's own temperature (default: the target's)");
   args.Flag("lookup", "0",

@@ -25,6 +25,7 @@
 #include "common/cli_args.h"
 #include "common/status_macros.h"
 #include "common/thread_pool.h"
+#include "common/usable_cpus.h"
 #include "rpc/status_convert.h"
 #include "tools/command_flags.h"
 #include "tools/commands.h"
@@ -243,7 +244,7 @@ absl::Status Run(const CliArgs& args) {
   if (args.Str("k") != "adaptive") {
     ASSIGN_OR_RETURN(k, args.Int("k", 1, 16));
   }
-  ASSIGN_OR_RETURN(int64_t threads, args.Int("threads", 1, 64));
+  ASSIGN_OR_RETURN(const int threads, ThreadsFromFlag(args.Str("threads"), UsableCpus()));
   ASSIGN_OR_RETURN(int64_t lookup, args.Int("lookup", 0, 16));
   if (args.Given("openai-url")) {
     if (!args.Given("concurrency") && !args.Given("prefix-tokens")) {
@@ -349,9 +350,9 @@ int ServeBench(int argc, char** argv) {
   args.Flag("limit", "8", "use the first N prompts");
   args.Flag("max-tokens", "256", "new tokens per prompt (end of sequence stops a request early)");
   args.Flag("temperatures", "0,1", "comma-separated temperatures");
-  args.Flag("k", "4", "tokens drafted per round (1..16) or 'adaptive'");
-  args.Flag("threads", "1", "CPU threads of the in-process runs");
-  args.Flag("cpu-activations", "fp32", "the in-process runs' CPU matrix products: fp32 or int8 (as the services')");
+  args.Flag("k", "adaptive", "tokens drafted per round: adaptive (the coordinator's default) or 1..16");
+  args.Flag("threads", "auto", "CPU threads of the in-process runs (auto: the cores this process may use)");
+  args.Flag("cpu-activations", "int8", "the in-process runs' CPU matrix products: fp32 or int8 (as the services')");
   args.Flag("lookup", "2", "the in-process runs' prompt lookup (as the coordinator's --draft-lookup, default 2)");
   args.Flag("json", "", "also write one JSON object per row to this file");
   args.Flag("samples-json", "", "load mode: also write every request (TTFT, E2E, rounds, each delta's gap) to this file");

@@ -19,6 +19,7 @@
 #include "common/status_macros.h"
 #include "common/thread_pool.h"
 #include "common/tokenizer.h"
+#include "common/usable_cpus.h"
 #include "coordinator/local_engines.h"
 #include "tools/command_flags.h"
 #include "tools/commands.h"
@@ -32,14 +33,14 @@ struct Options {
   std::string draft, prompts, json;
   int64_t max_tokens = 0, limit = 0, threads = 0, lookup = 0;
   bool overlap = false;
-  MatMulActivations activations = MatMulActivations::kFp32;
+  MatMulActivations activations = MatMulActivations::kInt8;
 };
 
 absl::StatusOr<Options> OptionsFromFlags(const CliArgs& args) {
   Options o;
   ASSIGN_OR_RETURN(o.max_tokens, args.Int("max-tokens", 1, 900));
   ASSIGN_OR_RETURN(o.limit, args.Int("limit", 1, 100000));
-  ASSIGN_OR_RETURN(o.threads, args.Int("threads", 1, 64));
+  ASSIGN_OR_RETURN(o.threads, ThreadsFromFlag(args.Str("threads"), UsableCpus()));
   ASSIGN_OR_RETURN(o.lookup, args.Int("lookup", 0, 16));
   o.targets = absl::StrSplit(args.Str("target"), ',', absl::SkipEmpty());
   o.temperatures = absl::StrSplit(args.Str("temperatures"), ',', absl::SkipEmpty());
@@ -217,8 +218,8 @@ int SpecBench(int argc, char** argv) {
   args.Flag("prompts", "bench/prompts.jsonl", "JSON-lines file with a \"prompt\" field per line");
   args.Flag("limit", "8", "use the first N prompts");
   args.Flag("max-tokens", "256", "new tokens per prompt");
-  args.Flag("threads", "1", "CPU threads shared by the draft and the target");
-  args.Flag("cpu-activations", "fp32", "fp32 or int8 CPU matrix products for both models (common/matmul_activations.h)");
+  args.Flag("threads", "auto", "CPU threads shared by the draft and the target (auto: the cores this process may use)");
+  args.Flag("cpu-activations", "int8", "fp32 or int8 CPU matrix products for both models (common/matmul_activations.h)");
   args.Flag("temperatures", "0,1", "comma-separated temperatures");
   args.Flag("ks", "1,2,4,8,adaptive", "comma-separated K values for the model drafter");
   args.Flag("lookup", "0",

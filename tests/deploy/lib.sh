@@ -106,10 +106,10 @@ start_stack() {
     <<<"$(free_ports 6)"
   TARGET_ADDR=127.0.0.1:$TARGET_PORT; DRAFT_ADDR=127.0.0.1:$DRAFT_PORT; COORD_ADDR=127.0.0.1:$COORD_PORT
   "$SPECSERVE_BIN/specserve-target" --listen "$TARGET_ADDR" --model "$DEPLOY_ROOT/models/code-target-7m.gguf" \
-    --metrics-port "$TARGET_METRICS_PORT" "${TARGET_EXTRA[@]}" >"$logs/target.log" 2>&1 &
+    --metrics-port "$TARGET_METRICS_PORT" --threads 1 "${TARGET_EXTRA[@]}" >"$logs/target.log" 2>&1 &
   STACK_PIDS+=($!)
   "$SPECSERVE_BIN/specserve-draft" --listen "$DRAFT_ADDR" --model "$DEPLOY_ROOT/models/code-draft-1m.gguf" \
-    --metrics-port "$DRAFT_METRICS_PORT" "${DRAFT_EXTRA[@]}" >"$logs/draft.log" 2>&1 &
+    --metrics-port "$DRAFT_METRICS_PORT" --threads 1 "${DRAFT_EXTRA[@]}" >"$logs/draft.log" 2>&1 &
   STACK_PIDS+=($!)
   "$SPECSERVE_BIN/specserve-coordinator" --listen "$COORD_ADDR" --target "$TARGET_ADDR" --draft "$DRAFT_ADDR" \
     --metrics-port "$COORD_METRICS_PORT" "${COORD_EXTRA[@]}" >"$logs/coordinator.log" 2>&1 &
