@@ -50,11 +50,17 @@ class CpuBackend final : public Backend {
                         act_ == MatMulActivations::kInt8 ? ", int8 activations" : "", ")"); }
 
   absl::Status Forward(absl::Span<const ForwardSeq> batch, std::vector<float>* logits) override {
+    return ForwardFeatures(batch, logits, nullptr);
+  }
+
+  // features: nullptr, or the gathered rows before the final norm.
+  absl::Status ForwardFeatures(absl::Span<const ForwardSeq> batch, std::vector<float>* logits,
+                               std::vector<float>* features) override {
     RETURN_IF_ERROR(PrepareBatch(batch, c_, pool_));
     Layout(batch);
     Embed(batch);
     for (int l = 0; l < c_.n_layer; ++l) Block(batch, l);
-    Logits(batch, logits);
+    Logits(batch, logits, features);
     for (const ForwardSeq& s : batch) s.kv->length += static_cast<int32_t>(s.tokens.size());
     return absl::OkStatus();
   }
@@ -181,7 +187,7 @@ class CpuBackend final : public Backend {
     });
   }
 
-  void Logits(absl::Span<const ForwardSeq> batch, std::vector<float>* logits) {
+  void Logits(absl::Span<const ForwardSeq> batch, std::vector<float>* logits, std::vector<float>* features) {
     int64_t rows = 0;
     for (const ForwardSeq& s : batch) rows += s.n_logits;
     // Gather the final hidden states of the rows asked for: [rows, n_embd].
@@ -193,6 +199,7 @@ class CpuBackend final : public Backend {
         std::copy_n(x_.data() + (seq_first_[i] + j) * c_.n_embd, c_.n_embd, hidden_.data() + r * c_.n_embd);
       }
     }
+    if (features != nullptr) features->assign(hidden_.begin(), hidden_.end());
     cpu::RmsNorm(hidden_.data(), w_.output_norm, hidden_.data(), rows, c_.n_embd, c_.rms_eps);
     logits->resize(rows * c_.vocab);
     MatMul(w_.output, hidden_.data(), rows, logits->data(), threads_, act_);

@@ -84,6 +84,16 @@ class Backend {
   // pool full). On error no sequence's length has changed.
   virtual absl::Status Forward(absl::Span<const ForwardSeq> batch, std::vector<float>* logits) = 0;
 
+  // Forward, and also the target's features of the same rows as the logits:
+  // features [sum(n_logits), n_embd], the last layer's residual stream
+  // before the final RMSNorm (what an EAGLE draft head reads,
+  // common/eagle_head.h). UNIMPLEMENTED on a backend that cannot (the
+  // default); errors otherwise as Forward's.
+  virtual absl::Status ForwardFeatures(absl::Span<const ForwardSeq> batch, std::vector<float>* logits,
+                                       std::vector<float>* features) {
+    return absl::UnimplementedError(name() + " cannot return features (Backend::ForwardFeatures)");
+  }
+
   // The verify step, run where the backend keeps its logits: Forward over
   // the batch, then for each sequence i with verify[i] != nullptr the
   // verify-and-resample rule (spec/verify.h) on its k + 1 logits rows

@@ -12,5 +12,6 @@ int SpecBench(int argc, char** argv);
 int Client(int argc, char** argv);
 int ServeBench(int argc, char** argv);
 int Inflate(int argc, char** argv);
+int DumpFeatures(int argc, char** argv);
 
 }  // namespace specserve::cli
