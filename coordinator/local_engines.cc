@@ -30,18 +30,30 @@ absl::Status LocalDrafter::Open(const SessionSpec& spec) {
   return OpenWithPrefill(session_, backend_, spec, &logits_);
 }
 
+// One draft step: the backend samples where it keeps the logits
+// (Backend::ForwardSample), unless the session samples on the host (a
+// constraint transforms the row first: DraftSession::sample_rule).
+absl::Status LocalDrafter::Step(const ForwardSeq& pass) {
+  if (const DraftSampleInput* rule = session_.sample_rule()) {
+    RETURN_IF_ERROR(backend_.ForwardSample({pass}, {rule}, &sampled_));
+    session_.FinishSampledStep(std::move(sampled_.samples[0]));
+    return absl::OkStatus();
+  }
+  RETURN_IF_ERROR(backend_.Forward({pass}, &logits_));
+  session_.FinishStep(logits_.data() + (logits_.size() - backend_.config().vocab));
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Proposal> LocalDrafter::Propose(int64_t round, const std::optional<RoundResult>& last, int32_t k) {
   const auto t0 = std::chrono::steady_clock::now();
   RETURN_IF_ERROR(session_.BeginPropose(round, last, k));
   ForwardSeq pass;
   while (session_.NextStep(&pass)) {
-    // The backend samples where it keeps the logits (Backend::ForwardSample).
-    absl::Status s = backend_.ForwardSample({pass}, {&session_.step_rule()}, &sampled_);
+    absl::Status s = Step(pass);
     if (!s.ok()) {
       session_.AbortPropose();
       return s;
     }
-    session_.FinishSampledStep(std::move(sampled_.samples[0]));
   }
   Proposal p = session_.TakeProposal();
   p.compute_seconds = Since(t0);
@@ -53,11 +65,10 @@ void LocalDrafter::PrepareAhead(int32_t k) {
   ForwardSeq pass;
   while (session_.NextStep(&pass)) {
     // A failed pass only loses the guess; the next Propose redoes the work.
-    if (!backend_.ForwardSample({pass}, {&session_.step_rule()}, &sampled_).ok()) {
+    if (!Step(pass).ok()) {
       session_.BeginAhead(0);
       return;
     }
-    session_.FinishSampledStep(std::move(sampled_.samples[0]));
   }
 }
 

@@ -27,7 +27,8 @@ class LocalDrafter final : public Drafter {
  private:
   Backend& backend_;
   DraftSession session_;
-  std::vector<float> logits_;   // the prefill's rows (it asks for none)
+  absl::Status Step(const ForwardSeq& pass);
+  std::vector<float> logits_;   // the prefill's rows (none); a host-sampled step's row
   SampleBatchOutput sampled_;   // a step's token and q
 };
 

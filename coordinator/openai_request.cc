@@ -205,18 +205,43 @@ absl::Status ReadLogprobs(Endpoint endpoint, const json& body, v1::GenerateReque
   return absl::OkStatus();
 }
 
+// logit_bias: {"<token id>": bias in [-100, 100]} (OpenAI's keys are strings);
+// presence_penalty, frequency_penalty in [-2, 2]; min_p in [0, 1];
+// min_tokens >= 0 (against max_tokens in the request plan); ignore_eos (a
+// vLLM extension). The ids are checked against the vocabulary by the plan.
+absl::Status ReadConstraints(const json& body, v1::GenerateRequest* g) {
+  if (const json* b = Field(body, "logit_bias")) {
+    if (!b->is_object()) return InvalidParam("logit_bias", "logit_bias must be an object of token id -> bias");
+    for (const auto& [key, value] : b->items()) {
+      int64_t id = -1;
+      const bool digits = !key.empty() && key.size() <= 10 &&
+                          key.find_first_not_of("0123456789") == std::string::npos;
+      if (digits) id = std::stoll(key);
+      if (!digits || id > INT32_MAX) {
+        return InvalidParam("logit_bias", absl::StrCat("logit_bias key \"", key.substr(0, 32), "\" is not a token id"));
+      }
+      if (!value.is_number() || !(value.get<double>() >= -100 && value.get<double>() <= 100)) {
+        return InvalidParam("logit_bias", absl::StrCat("logit_bias of token ", id, " must be a number in [-100, 100]"));
+      }
+      (*g->mutable_logit_bias())[static_cast<int32_t>(id)] = value.get<float>();
+    }
+  }
+  ASSIGN_OR_RETURN(std::optional<double> presence, Number(body, "presence_penalty", -2, 2));
+  g->set_presence_penalty(static_cast<float>(presence.value_or(0)));
+  ASSIGN_OR_RETURN(std::optional<double> frequency, Number(body, "frequency_penalty", -2, 2));
+  g->set_frequency_penalty(static_cast<float>(frequency.value_or(0)));
+  ASSIGN_OR_RETURN(std::optional<double> min_p, Number(body, "min_p", 0, 1));
+  g->set_min_p(static_cast<float>(min_p.value_or(0)));
+  ASSIGN_OR_RETURN(std::optional<int64_t> min_tokens, Integer(body, "min_tokens", 0, INT32_MAX));
+  g->set_min_tokens(static_cast<int32_t>(min_tokens.value_or(0)));
+  ASSIGN_OR_RETURN(bool ignore_eos, Bool(body, "ignore_eos"));
+  g->set_ignore_eos(ignore_eos);
+  return absl::OkStatus();
+}
+
 // OpenAI parameters specserve does not implement: refused, never ignored,
 // when they would change the output.
 absl::Status RefuseUnsupported(Endpoint endpoint, const json& body) {
-  for (const char* key : {"presence_penalty", "frequency_penalty"}) {
-    const json* v = Field(body, key);
-    if (v != nullptr && !(v->is_number() && v->get<double>() == 0)) {
-      return InvalidParam(key, absl::StrCat(key, " not supported"));
-    }
-  }
-  if (const json* b = Field(body, "logit_bias"); b != nullptr && !b->empty()) {
-    return InvalidParam("logit_bias", "logit_bias not supported");
-  }
   if (endpoint == Endpoint::kCompletions) {
     ASSIGN_OR_RETURN(bool echo, Bool(body, "echo"));
     if (echo) return InvalidParam("echo", "echo not supported");
@@ -284,6 +309,10 @@ absl::StatusOr<Request> ParseRequest(Endpoint endpoint, std::string_view text) {
   }
   RETURN_IF_ERROR(ReadLogprobs(endpoint, body, &g));
   RETURN_IF_ERROR(ReadSpeculative(body, &g));
+  RETURN_IF_ERROR(ReadConstraints(body, &g));
+  if (g.min_tokens() > 0 && max_tokens && *max_tokens < g.min_tokens()) {
+    return InvalidParam("min_tokens", absl::StrCat("min_tokens ", g.min_tokens(), " exceeds max_tokens ", *max_tokens));
+  }
   return r;
 }
 

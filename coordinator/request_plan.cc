@@ -40,6 +40,7 @@ absl::StatusOr<Plan> PlanRequest(const v1::GenerateRequest& req, const Coordinat
   spec.target.top_k = req.top_k();
   spec.target.top_p = req.top_p() == 0 ? 1.0f : req.top_p();
   spec.target.seed = req.seed();
+  spec.target.min_p = req.min_p();
   // The draft samples at the user's temperature (closer q, higher acceptance);
   // verification stays exact for any q.
   spec.draft.temperature = spec.target.temperature;
@@ -52,6 +53,18 @@ absl::StatusOr<Plan> PlanRequest(const v1::GenerateRequest& req, const Coordinat
   }
   spec.logprobs = req.logprobs();
   spec.top_logprobs = req.top_logprobs();
+  LogitRules& rules = spec.rules;
+  for (const auto& [id, bias] : req.logit_bias()) rules.logit_bias.emplace_back(id, bias);
+  std::sort(rules.logit_bias.begin(), rules.logit_bias.end());  // a proto map has no order
+  rules.presence_penalty = req.presence_penalty();
+  rules.frequency_penalty = req.frequency_penalty();
+  if (req.min_tokens() < 0 || req.min_tokens() > spec.max_new_tokens) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("min_tokens ", req.min_tokens(), " not in [0, ", spec.max_new_tokens, "] (max_tokens)"));
+  }
+  rules.min_tokens = req.min_tokens();
+  rules.ignore_eos = req.ignore_eos();
+  if (rules.min_tokens > 0 || rules.ignore_eos) rules.eos_ids = {tokenizer.eos()};
   RETURN_IF_ERROR(ValidateSessionSpec(spec, config));
 
   int k = opts.default_k;
@@ -85,6 +98,8 @@ absl::StatusOr<Plan> PlanRequest(const v1::GenerateRequest& req, const Coordinat
     }
     plan.stop_token_ids.push_back(id);
   }
+  // min_tokens holds the stop token ids back too (vLLM's rule).
+  if (spec.rules.min_tokens > 0) spec.rules.stop_ids = plan.stop_token_ids;
   if (!v1::Drafter_IsValid(req.drafter())) return absl::InvalidArgumentError("unknown drafter");
   plan.drafter = req.drafter();
   if (plan.drafter == v1::DRAFTER_UNSPECIFIED) plan.drafter = draft_configured ? v1::DRAFTER_MODEL : v1::DRAFTER_NGRAM;

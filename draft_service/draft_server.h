@@ -45,7 +45,7 @@ class DraftServer final
   absl::Status FinishPass(Entry& e, const ForwardSeq& pass, const float* logits) override;
   // The step's rule: the backend samples where it keeps the logits
   // (Backend::ForwardSample), so the draft never sees a logits row.
-  const DraftSampleInput* PassSample(Entry& e) override { return &e.state.session->step_rule(); }
+  const DraftSampleInput* PassSample(Entry& e) override { return e.state.session->sample_rule(); }
   absl::Status FinishSampledPass(Entry& e, const ForwardSeq& pass, DraftSample s) override;
   void AbortPass(Entry& e) override { e.state.session->AbortPropose(); }
   // Starts the oldest queued request; an error when it is refused.

@@ -1,5 +1,6 @@
 #include "rpc/proto_convert.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -15,6 +16,7 @@ v1::SessionOpen SpecToProto(const SessionSpec& spec) {
   s->set_top_k(spec.target.top_k);
   s->set_top_p(spec.target.top_p);
   s->set_seed(spec.target.seed);
+  s->set_min_p(spec.target.min_p);
   v1::DraftRule* d = o.mutable_draft();
   d->set_temperature(spec.draft.temperature);
   d->set_top_n(spec.draft.top_n);
@@ -23,6 +25,14 @@ v1::SessionOpen SpecToProto(const SessionSpec& spec) {
   o.set_max_new_tokens(spec.max_new_tokens);
   o.set_logprobs(spec.logprobs);
   o.set_top_logprobs(spec.top_logprobs);
+  const LogitRules& r = spec.rules;
+  for (const auto& [id, bias] : r.logit_bias) (*o.mutable_logit_bias())[id] = bias;
+  o.set_presence_penalty(r.presence_penalty);
+  o.set_frequency_penalty(r.frequency_penalty);
+  o.set_min_tokens(r.min_tokens);
+  o.set_ignore_eos(r.ignore_eos);
+  o.mutable_eos_ids()->Add(r.eos_ids.begin(), r.eos_ids.end());
+  o.mutable_stop_ids()->Add(r.stop_ids.begin(), r.stop_ids.end());
   return o;
 }
 
@@ -33,6 +43,7 @@ SessionSpec SpecFromProto(const v1::SessionOpen& o) {
   spec.target.top_k = o.sampling().top_k();
   spec.target.top_p = o.sampling().top_p();
   spec.target.seed = o.sampling().seed();
+  spec.target.min_p = o.sampling().min_p();
   // An absent DraftRule reads as all zeros; zero top_n / top_p mean "default".
   spec.draft.temperature = o.draft().temperature();
   spec.draft.top_n = o.draft().top_n() == 0 ? kDefaultDraftTopN : o.draft().top_n();
@@ -41,6 +52,17 @@ SessionSpec SpecFromProto(const v1::SessionOpen& o) {
   spec.max_new_tokens = o.max_new_tokens();
   spec.logprobs = o.logprobs();
   spec.top_logprobs = o.top_logprobs();
+  LogitRules& r = spec.rules;
+  // A proto map's order is unspecified: sorted by id, so both services (and
+  // a re-sent spec) hold the same list.
+  for (const auto& [id, bias] : o.logit_bias()) r.logit_bias.emplace_back(id, bias);
+  std::sort(r.logit_bias.begin(), r.logit_bias.end());
+  r.presence_penalty = o.presence_penalty();
+  r.frequency_penalty = o.frequency_penalty();
+  r.min_tokens = o.min_tokens();
+  r.ignore_eos = o.ignore_eos();
+  r.eos_ids.assign(o.eos_ids().begin(), o.eos_ids().end());
+  r.stop_ids.assign(o.stop_ids().begin(), o.stop_ids().end());
   return spec;
 }
 

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "spec/prompt_lookup.h"
+#include "spec/rng.h"
 
 namespace specserve {
 
@@ -21,6 +22,10 @@ absl::Status DraftSession::Open(const SessionSpec& spec, ForwardSeq* prefill) {
   RETURN_IF_ERROR(ValidateSessionSpec(spec, config_));
   spec_ = spec;
   seq_.Reset(spec.prompt);
+  rules_committed_ = LogitState(&spec_.rules);
+  rules_synced_ = spec_.prompt.size();
+  rules_fork_ = rules_committed_;
+  rules_fork_tokens_.clear();
   proposal_ = {};
   ahead_ = ahead_ready_ = false;
   open_ = true;
@@ -118,7 +123,48 @@ void DraftSession::BeginAhead(int32_t k) {
 }
 
 void DraftSession::FinishStep(const float* logits) {
-  FinishSampledStep(SampleDraftStep(logits, config_.vocab, step_rule_));
+  if (!spec_.host_sampling()) {
+    FinishSampledStep(SampleDraftStep(logits, config_.vocab, step_rule_));
+    return;
+  }
+  row_.assign(logits, logits + config_.vocab);
+  ConstrainRow(row_.data());
+  DraftSample sample;
+  sample.dist = DraftDistribution(row_.data(), config_.vocab, step_rule_.temperature, step_rule_.top_n,
+                                  step_rule_.top_p, spec_.target.min_p);
+  sample.token =
+      SampleSparse(sample.dist, UniformFloat(step_rule_.seed, step_rule_.position, RngPurpose::kDraftSample));
+  FinishSampledStep(std::move(sample));
+}
+
+void DraftSession::ConstrainRow(float* row) {
+  if (!spec_.rules.active()) return;
+  // The tokens drafted before this step: the proposal, then (drafting ahead)
+  // the guessed bonus and the block after it.
+  std::vector<TokenId> drafted = proposal_.tokens;
+  if (ahead_ && ahead_guess_ >= 0) {
+    drafted.push_back(ahead_guess_);
+    drafted.insert(drafted.end(), ahead_proposal_.tokens.begin(), ahead_proposal_.tokens.end());
+  }
+  const std::vector<TokenId>& committed = seq_.tokens();
+  bool fork_valid = rules_synced_ == committed.size();
+  // A refused token (only a drafted one the target would refuse too) leaves
+  // the state where it was: the draft's q is a proposal, exactness is the
+  // target's.
+  for (; rules_synced_ < committed.size(); ++rules_synced_) {
+    rules_committed_.Advance(committed[rules_synced_]).IgnoreError();
+  }
+  fork_valid = fork_valid && rules_fork_tokens_.size() <= drafted.size() &&
+               std::equal(rules_fork_tokens_.begin(), rules_fork_tokens_.end(), drafted.begin());
+  if (!fork_valid) {
+    rules_fork_ = rules_committed_;
+    rules_fork_tokens_.clear();
+  }
+  for (size_t i = rules_fork_tokens_.size(); i < drafted.size(); ++i) {
+    rules_fork_.Advance(drafted[i]).IgnoreError();
+    rules_fork_tokens_.push_back(drafted[i]);
+  }
+  rules_fork_.Apply(row, config_.vocab);
 }
 
 void DraftSession::FinishSampledStep(DraftSample sample) {

@@ -36,10 +36,18 @@ class DraftSession {
   // the backend's sampling step takes (Backend::ForwardSample). Valid from
   // NextStep returning true until the step finishes.
   const DraftSampleInput& step_rule() const { return step_rule_; }
+  // step_rule() for the backend's sampling step, or nullptr when this
+  // session samples on the host (SessionSpec::host_sampling: the constraint
+  // transforms the row first, spec/logit_rules.h); the pass then returns its
+  // row for FinishStep.
+  const DraftSampleInput* sample_rule() const { return spec_.host_sampling() ? nullptr : &step_rule_; }
   // The step's token and q, sampled from the pass's row with step_rule().
   void FinishSampledStep(DraftSample sample);
   // logits: [vocab], the last row of that pass. Samples the next draft token
-  // on the host (SampleDraftStep) and finishes the step with it.
+  // on the host (SampleDraftStep; a constrained session first transforms the
+  // row with the constraint after the committed tokens and the drafts before
+  // this one, so q never proposes what the target forbids) and finishes the
+  // step with it.
   void FinishStep(const float* logits);
   // The finished proposal (a copy: the next verdict refers to it).
   Proposal TakeProposal();
@@ -80,6 +88,14 @@ class DraftSession {
   TokenId ahead_guess_ = -1;
   Proposal ahead_proposal_;
   int32_t ahead_k_ = 0;
+  // The constraint (over spec_.rules) after committed()[0, rules_synced_),
+  // and a fork of it after rules_fork_tokens_ drafted past that point.
+  void ConstrainRow(float* row);
+  LogitState rules_committed_;
+  size_t rules_synced_ = 0;
+  LogitState rules_fork_;
+  std::vector<TokenId> rules_fork_tokens_;
+  std::vector<float> row_;       // [vocab] the transformed row
 };
 
 }  // namespace specserve

@@ -33,6 +33,7 @@ absl::Status ValidateSessionSpec(const SessionSpec& spec, const ModelConfig& c) 
   if (spec.top_logprobs < 0 || spec.top_logprobs > kMaxTopLogprobs) {
     return absl::InvalidArgumentError(absl::StrCat("top_logprobs ", spec.top_logprobs, " not in [0, ", kMaxTopLogprobs, "]"));
   }
+  RETURN_IF_ERROR(ValidateLogitRules(spec.rules, c.vocab));
   return absl::OkStatus();
 }
 

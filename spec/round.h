@@ -15,6 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/model_config.h"
+#include "spec/logit_rules.h"
 #include "spec/logprobs.h"
 #include "spec/sampling.h"
 #include "spec/target_load.h"
@@ -47,6 +48,13 @@ struct SessionSpec {
   // its top_logprobs (0..kMaxTopLogprobs) alternatives. Off: no cost.
   bool logprobs = false;
   int32_t top_logprobs = 0;
+  // Constraints on the output (spec/logit_rules.h): applied to the target's
+  // rows before verification and to the draft's rows before q.
+  LogitRules rules;
+
+  // A session whose rows must be transformed, or whose rule the device
+  // kernels do not implement (min_p), samples and verifies on the host.
+  bool host_sampling() const { return rules.active() || target.min_p > 0.0f; }
 };
 
 // K drafted tokens and, for each, exactly the distribution it was drawn from.

@@ -111,6 +111,10 @@ absl::Status Validate(const SamplingParams& params) {
     return absl::InvalidArgumentError(
         absl::StrFormat("top_p must be in (0, 1], got %g", params.top_p));
   }
+  if (!(params.min_p >= 0.0f && params.min_p <= 1.0f)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("min_p must be in [0, 1], got %g", params.min_p));
+  }
   return absl::OkStatus();
 }
 
@@ -146,6 +150,11 @@ void TargetDistribution(const float* logits, int32_t vocab, const SamplingParams
     std::vector<uint64_t>& cand = Scratch();
     SelectTop(logits, vocab, params.top_k, &cand);
     for (uint64_t key : cand) e[KeyId(key)] = Weight(logits[KeyId(key)], max_logit, t);
+  }
+  if (params.min_p > 0.0f) {
+    for (int32_t i = 0; i < vocab; ++i) {
+      if (e[i] < params.min_p) e[i] = 0.0f;  // e_max = 1: the argmax always stays
+    }
   }
   if (use_top_p) {
     const size_t pool = use_top_k ? params.top_k : vocab;
@@ -197,7 +206,7 @@ int32_t SampleToken(const float* logits, int32_t vocab, const SamplingParams& pa
 }
 
 SparseDist DraftDistribution(const float* logits, int32_t vocab, float temperature,
-                             int32_t top_n, float top_p) {
+                             int32_t top_n, float top_p, float min_p) {
   SparseDist out;
   if (vocab <= 0) return out;
   const int32_t best = Argmax(logits, vocab);
@@ -216,6 +225,7 @@ SparseDist DraftDistribution(const float* logits, int32_t vocab, float temperatu
   double total = 0.0;
   for (int32_t i = 0; i < n; ++i) {
     e[i] = Weight(logits[KeyId(cand[i])], max_logit, temperature);
+    if (min_p > 0.0f && e[i] < min_p) e[i] = 0.0f;
     total += e[i];
   }
   int32_t keep = n;

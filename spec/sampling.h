@@ -14,6 +14,8 @@
 //   e_i = expf(x_i)                              (float; NaN -> 0)
 //   sums of e_i in double, in ascending token id order (top-p's running
 //   mass alone runs in rank order, compared with top_p * sum)
+//   min_p: token i is dropped when e_i < min_p (float compare; e_max =
+//   expf(0) = 1, so this is p_i < min_p * p_max before any renormalising)
 //   p_i = float(double(e_i) / sum over the kept tokens)
 #pragma once
 
@@ -31,6 +33,7 @@ struct SamplingParams {
   float temperature = 0.0f;  // >= 0, finite
   int32_t top_k = 0;         // 0 = off; k >= vocab is also off
   float top_p = 1.0f;        // (0, 1]; 1 = off
+  float min_p = 0.0f;        // [0, 1]; 0 = off
   uint64_t seed = 0;         // keys every random draw (spec/rng.h)
 };
 
@@ -42,11 +45,13 @@ absl::Status Validate(const SamplingParams& params);
 int32_t Argmax(const float* values, int32_t n);
 
 // The user's rule applied to one row of logits [vocab]: divide by temperature,
-// softmax, keep the top_k tokens, then keep the smallest prefix (in the order
-// above) whose mass, renormalised over the top-k set, is >= top_p (at least
-// one token), renormalise. probs is resized to vocab, zeros outside the kept
-// set. This is the HF / vLLM order (top-k, then top-p on the renormalised
-// top-k distribution). temperature 0: one-hot at Argmax.
+// softmax, drop the tokens with p < min_p * p_max, keep the top_k tokens,
+// then keep the smallest prefix (in the order above) whose mass, renormalised
+// over the kept set, is >= top_p (at least one token), renormalise. probs is
+// resized to vocab, zeros outside the kept set. This is vLLM's order (min_p,
+// then top-k, then top-p on the renormalised distribution; min_p and top-k
+// commute, both keep a prefix of the ranking). temperature 0: one-hot at
+// Argmax (min_p never drops the argmax).
 // Cost: O(vocab) plus O(k log k) for top-k; top-p sorts only as many leading
 // candidates as it needs (grows 256, 1024, ...), O(vocab log vocab) at worst.
 // Logits are expected finite or -inf; any other input still yields a valid
@@ -95,13 +100,14 @@ struct SparseDist {
 inline constexpr int32_t kDefaultDraftTopN = 64;
 
 // The draft's own rule: keep the top_n tokens (order above, top_n clamped to
-// [1, vocab]), softmax over them at `temperature`, then keep the smallest
+// [1, vocab]), softmax over them at `temperature`, drop those with
+// e_i < min_p (as TargetDistribution), then keep the smallest
 // prefix of mass >= top_p, renormalise. Entries come in descending order
 // (sums run in that order); zero-probability entries are dropped. temperature <= 0: one-hot at Argmax.
 // Sampling from the returned q with SampleSparse and sending q unchanged is
 // what makes verification exact: q must be what was sampled from.
 SparseDist DraftDistribution(const float* logits, int32_t vocab, float temperature,
-                             int32_t top_n, float top_p);
+                             int32_t top_n, float top_p, float min_p = 0.0f);
 
 // Inverse-CDF draw over the entries in stored order (same rule as
 // SampleFromProbs), -1 if no entry has positive probability. Returns the

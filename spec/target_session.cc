@@ -19,6 +19,7 @@ absl::Status TargetSession::Open(const SessionSpec& spec, ForwardSeq* prefill) {
   if (open_) return absl::FailedPreconditionError("session already open");
   RETURN_IF_ERROR(ValidateSessionSpec(spec, config_));
   spec_ = spec;
+  rules_state_ = LogitState(&spec_.rules);
   seq_.Reset(spec.prompt);
   open_ = true;
   // prompt[0..n-2] goes into the cache; with prefix caching on, whole blocks
@@ -76,6 +77,12 @@ absl::StatusOr<RoundResult> TargetSession::FinishVerify(const float* logits) {
   if (!in_flight_) return absl::FailedPreconditionError("no verify pass in flight");
   VerifyInput in = verify_;
   in.target_logits = logits;
+  if (spec_.rules.active()) {
+    const int64_t n = static_cast<int64_t>(in.k + 1) * config_.vocab;
+    rows_.assign(logits, logits + n);
+    ApplyToBlock(rules_state_, proposal_.tokens.data(), in.k, config_.vocab, rows_.data());
+    in.target_logits = rows_.data();
+  }
   absl::StatusOr<VerifyResult> v = Verify(in);
   if (!v.ok()) {
     in_flight_ = false;
@@ -110,6 +117,16 @@ absl::StatusOr<RoundResult> TargetSession::FinishVerify(const VerifyResult& v) {
   // Keep pending, d1..dn in the cache; x becomes the new pending token.
   pool_.Truncate(kv_, seq_.size() + v.accepted);
   const int64_t round = seq_.Commit(absl::MakeConstSpan(proposal_.tokens).first(v.accepted), v.next_token);
+  if (spec_.rules.active()) {
+    for (int32_t i = 0; i <= v.accepted; ++i) {
+      const TokenId t = i < v.accepted ? proposal_.tokens[i] : v.next_token;
+      if (absl::Status s = rules_state_.Advance(t); !s.ok()) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("the constraint allows no token at output position ", rules_state_.generated(), ": ",
+                         s.message()));
+      }
+    }
+  }
   return RoundResult{round, v.accepted, v.next_token};
 }
 

@@ -35,13 +35,22 @@ class TargetSession {
   // (its target_logits is null: the backend supplies the rows). Valid until
   // FinishVerify or AbortVerify; nullptr when no pass is in flight. A round
   // that needs its logits on the host (e.g. to report logprobs) returns
-  // nullptr here and takes FinishVerify(logits) instead.
-  const VerifyInput* verify_block() const { return in_flight_ && !spec_.logprobs ? &verify_ : nullptr; }
+  // nullptr here and takes FinishVerify(logits) instead; so does a
+  // constrained one (SessionSpec::host_sampling): its rows are transformed
+  // on the host (spec/logit_rules.h) before the CPU Verify, which keeps
+  // every backend exact with no kernel of its own.
+  const VerifyInput* verify_block() const {
+    return in_flight_ && !spec_.logprobs && !spec_.host_sampling() ? &verify_ : nullptr;
+  }
   // Commits what the backend's verify step decided for the pass in flight
   // and rolls the cache back to the committed sequence minus its new pending
-  // token. INVALID_ARGUMENT for a result outside [0, K] or the vocabulary.
+  // token; the constraint state advances by d1..dn, x. INVALID_ARGUMENT for
+  // a result outside [0, K] or the vocabulary; FAILED_PRECONDITION when the
+  // constraint's filter refuses a committed token (it allowed no token).
   absl::StatusOr<RoundResult> FinishVerify(const VerifyResult& v);
-  // The same from the pass's logits [K+1, vocab], verified on the CPU.
+  // The same from the pass's logits [K+1, vocab], verified on the CPU after
+  // the constraint's transform (row i with the state after d1..di); logprobs
+  // are of the raw rows.
   absl::StatusOr<RoundResult> FinishVerify(const float* logits);
   // Undoes a BeginVerify whose pass failed (the cache is unchanged by it).
   void AbortVerify() { in_flight_ = false; }
@@ -67,6 +76,8 @@ class TargetSession {
   Proposal proposal_;            // the round being verified
   std::vector<TokenId> feed_;    // [pending, d1..dK]
   VerifyInput verify_;           // over proposal_, target_logits null
+  LogitState rules_state_;       // the constraint at the committed sequence (over spec_.rules)
+  std::vector<float> rows_;      // [K+1, vocab] transformed rows (constrained sessions)
 };
 
 }  // namespace specserve

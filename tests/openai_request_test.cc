@@ -140,8 +140,18 @@ TEST(OpenAiRequestTest, BadBodiesAre400sNamingTheField) {
       {Endpoint::kCompletions, R"({"prompt": "x", "top_logprobs": 2})", "top_logprobs"},
       {Endpoint::kCompletions, R"({"prompt": "x", "echo": true})", "echo"},
       {Endpoint::kCompletions, R"({"prompt": "x", "best_of": 3})", "best_of"},
-      {Endpoint::kCompletions, R"({"prompt": "x", "presence_penalty": 0.5})", "presence_penalty"},
-      {Endpoint::kCompletions, R"({"prompt": "x", "logit_bias": {"1": 5}})", "logit_bias"},
+      {Endpoint::kCompletions, R"({"prompt": "x", "presence_penalty": 2.5})", "presence_penalty"},
+      {Endpoint::kCompletions, R"({"prompt": "x", "frequency_penalty": "a"})", "frequency_penalty"},
+      {Endpoint::kCompletions, R"({"prompt": "x", "logit_bias": {"1": 101}})", "logit_bias"},
+      {Endpoint::kCompletions, R"({"prompt": "x", "logit_bias": {"a": 1}})", "logit_bias"},
+      {Endpoint::kCompletions, R"({"prompt": "x", "logit_bias": {"-1": 1}})", "logit_bias"},
+      {Endpoint::kCompletions, R"({"prompt": "x", "logit_bias": [1]})", "logit_bias"},
+      {Endpoint::kCompletions, R"({"prompt": "x", "min_p": 1.5})", "min_p"},
+      {Endpoint::kCompletions, R"({"prompt": "x", "min_tokens": -1})", "min_tokens"},
+      {Endpoint::kCompletions, R"({"prompt": "x", "min_tokens": 9, "max_tokens": 4})", "min_tokens"},
+      {Endpoint::kCompletions, R"({"prompt": "x", "ignore_eos": 1})", "ignore_eos"},
+      {Endpoint::kChat, R"({"messages": [{"role": "user", "content": "hi"}], "presence_penalty": -3})",
+       "presence_penalty"},
       {Endpoint::kCompletions, R"({"prompt": "x", "user": 5})", "user"},
       {Endpoint::kCompletions, R"({"prompt": "x", "speculative": 4})", "speculative"},
       {Endpoint::kCompletions, R"({"prompt": "x", "speculative": {"drafter": "big"}})", "speculative.drafter"},
@@ -168,6 +178,25 @@ TEST(OpenAiRequestTest, BadBodiesAre400sNamingTheField) {
     ASSERT_FALSE(r.ok()) << c.body;
     EXPECT_EQ(HttpStatus(r.status()), 400) << c.body << ": " << r.status();
     EXPECT_EQ(Param(r.status()), c.param) << c.body << ": " << r.status();
+  }
+}
+
+TEST(OpenAiRequestTest, SamplingControlsBecomeTheGrpcRequest) {
+  for (Endpoint e : {Endpoint::kCompletions, Endpoint::kChat}) {
+    const std::string head = e == Endpoint::kCompletions ? R"("prompt": "x")"
+                                                         : R"("messages": [{"role": "user", "content": "hi"}])";
+    absl::StatusOr<Request> r = ParseRequest(e, "{" + head + R"(, "logit_bias": {"5": -100, "17": 2.5},
+        "presence_penalty": 0.5, "frequency_penalty": -1, "min_p": 0.05, "min_tokens": 3, "ignore_eos": true})");
+    ASSERT_TRUE(r.ok()) << r.status();
+    const v1::GenerateRequest& g = r->generate;
+    ASSERT_EQ(g.logit_bias_size(), 2);
+    EXPECT_FLOAT_EQ(g.logit_bias().at(5), -100.0f);
+    EXPECT_FLOAT_EQ(g.logit_bias().at(17), 2.5f);
+    EXPECT_FLOAT_EQ(g.presence_penalty(), 0.5f);
+    EXPECT_FLOAT_EQ(g.frequency_penalty(), -1.0f);
+    EXPECT_FLOAT_EQ(g.min_p(), 0.05f);
+    EXPECT_EQ(g.min_tokens(), 3);
+    EXPECT_TRUE(g.ignore_eos());
   }
 }
 
