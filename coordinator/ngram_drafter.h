@@ -2,13 +2,15 @@
 // most recent earlier occurrence of the longest suffix of the context (up to
 // max_ngram tokens) and propose the tokens that followed it. No model, no
 // service: it runs inside the coordinator and is the fallback when the draft
-// service is gone. Its q is one-hot, so verification stays exact.
+// service is gone. Its q is one-hot, so verification stays exact, under
+// any constraint too (the target transforms its rows, spec/logit_rules.h).
 #pragma once
 
 #include <vector>
 
 #include "coordinator/roles.h"
 #include "spec/committed_sequence.h"
+#include "spec/logit_rules.h"
 
 namespace specserve {
 
@@ -25,7 +27,11 @@ class NgramDrafter final : public Drafter {
  private:
   int32_t max_ngram_, min_ngram_;
   CommittedSequence seq_;
-  std::vector<TokenId> proposed_;
+  std::vector<TokenId> proposed_;  // With a grammar filter (LogitRules::filter): its state at the committed
+  // sequence; a proposal is cut before the first token it refuses (the
+  // target would reject it). Exactness does not depend on it.
+  std::shared_ptr<const TokenFilter> filter_prototype_;
+  std::unique_ptr<TokenFilter> filter_;
 };
 
 }  // namespace specserve
