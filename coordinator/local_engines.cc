@@ -44,9 +44,9 @@ absl::Status LocalDrafter::Step(const ForwardSeq& pass) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<Proposal> LocalDrafter::Propose(int64_t round, const std::optional<RoundResult>& last, int32_t k) {
+absl::StatusOr<Proposal> LocalDrafter::Propose(int64_t round, int32_t k) {
   const auto t0 = std::chrono::steady_clock::now();
-  RETURN_IF_ERROR(session_.BeginPropose(round, last, k));
+  RETURN_IF_ERROR(session_.BeginPropose(round, k));
   ForwardSeq pass;
   while (session_.NextStep(&pass)) {
     absl::Status s = Step(pass);

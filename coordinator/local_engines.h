@@ -18,7 +18,8 @@ class LocalDrafter final : public Drafter {
  public:
   explicit LocalDrafter(Backend& backend) : backend_(backend), session_(backend.kv_pool(), backend.config()) {}
   absl::Status Open(const SessionSpec& spec) override;
-  absl::StatusOr<Proposal> Propose(int64_t round, const std::optional<RoundResult>& last, int32_t k) override;
+  absl::Status Commit(const Verdict& v) override { return session_.Commit(v); }
+  absl::StatusOr<Proposal> Propose(int64_t round, int32_t k) override;
   void Close() override { session_.Close(); }
   v1::Drafter kind() const override { return v1::DRAFTER_MODEL; }
   void PrepareAhead(int32_t k) override;

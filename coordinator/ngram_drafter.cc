@@ -18,20 +18,20 @@ absl::Status NgramDrafter::Open(const SessionSpec& spec) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<Proposal> NgramDrafter::Propose(int64_t round, const std::optional<RoundResult>& last, int32_t k) {
-  RETURN_IF_ERROR(seq_.ExpectRound(round));
-  RETURN_IF_ERROR(seq_.CheckVerdict(round, last, static_cast<int32_t>(proposed_.size()),
-                                    std::numeric_limits<int32_t>::max()));
-  if (last.has_value()) {
-    seq_.Commit(absl::MakeConstSpan(proposed_).first(last->accepted), last->next_token);
-    if (filter_ != nullptr) {
-      for (int32_t i = 0; i <= last->accepted; ++i) {
-        filter_->Advance(i < last->accepted ? proposed_[i] : last->next_token).IgnoreError();
-      }
+absl::Status NgramDrafter::Commit(const Verdict& v) {
+  RETURN_IF_ERROR(seq_.CheckCommit(v, static_cast<int32_t>(proposed_.size()), std::numeric_limits<int32_t>::max()));
+  seq_.Commit(absl::MakeConstSpan(proposed_).first(v.accepted), v.next_token);
+  if (filter_ != nullptr) {
+    for (int32_t i = 0; i <= v.accepted; ++i) {
+      filter_->Advance(i < v.accepted ? proposed_[i] : v.next_token).IgnoreError();
     }
-  } else {
-    seq_.Skip();
   }
+  proposed_.clear();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Proposal> NgramDrafter::Propose(int64_t round, int32_t k) {
+  RETURN_IF_ERROR(seq_.ExpectRound(round));
   proposed_ = PromptLookup(seq_.tokens(), k, max_ngram_, min_ngram_);
   if (filter_ != nullptr && !proposed_.empty()) {
     std::unique_ptr<TokenFilter> fork = filter_->Clone();

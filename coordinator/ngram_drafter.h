@@ -19,15 +19,17 @@ class NgramDrafter final : public Drafter {
   explicit NgramDrafter(int32_t max_ngram = 4, int32_t min_ngram = 1)
       : max_ngram_(max_ngram), min_ngram_(min_ngram) {}
   absl::Status Open(const SessionSpec& spec) override;
+  absl::Status Commit(const Verdict& v) override;
   // Proposes up to k tokens; fewer (even none) when the context has no match.
-  absl::StatusOr<Proposal> Propose(int64_t round, const std::optional<RoundResult>& last, int32_t k) override;
+  absl::StatusOr<Proposal> Propose(int64_t round, int32_t k) override;
   void Close() override { seq_.Reset({}); }
   v1::Drafter kind() const override { return v1::DRAFTER_NGRAM; }
 
  private:
   int32_t max_ngram_, min_ngram_;
   CommittedSequence seq_;
-  std::vector<TokenId> proposed_;  // With a grammar filter (LogitRules::filter): its state at the committed
+  std::vector<TokenId> proposed_;  // this round's proposal (empty when none)
+  // With a grammar filter (LogitRules::filter): its state at the committed
   // sequence; a proposal is cut before the first token it refuses (the
   // target would reject it). Exactness does not depend on it.
   std::shared_ptr<const TokenFilter> filter_prototype_;

@@ -45,7 +45,7 @@ absl::Status SyncSession<Req, Resp>::Open(StartFn start, const Req& open) {
   stream_ = start(ctx_.get());
   healthy_ = true;
   if (!stream_->Write(open)) return Broken("open");
-  awaiting_opened_ = true;
+  awaiting_opened_.store(true);
   open_allowance_ = std::chrono::milliseconds(
       static_cast<int64_t>(opts_.open_ms_per_token * static_cast<double>(open.open().prompt_size())));
   return absl::OkStatus();
@@ -63,34 +63,51 @@ absl::Status SyncSession<Req, Resp>::Broken(const char* what) {
 }
 
 template <class Req, class Resp>
+SyncSession<Req, Resp>::Limit::~Limit() {
+  if (ticket) CallWatchdog::Get().Disarm(ticket);
+}
+
+template <class Req, class Resp>
+void SyncSession<Req, Resp>::Arm(Limit& limit) {
+  if (opts_.call_timeout.count() <= 0) return;
+  limit.when = std::chrono::steady_clock::now() + opts_.call_timeout +
+               (awaiting_opened_.load() ? open_allowance_ : std::chrono::milliseconds(0));
+  limit.ticket = CallWatchdog::Get().Arm(ctx_.get(), limit.when);
+}
+
+template <class Req, class Resp>
+absl::Status SyncSession<Req, Resp>::Cut(const Limit& limit, absl::Status s, const char* what) const {
+  if (std::chrono::steady_clock::now() < limit.when || opts_.cancel->cancelled()) return s;
+  return absl::DeadlineExceededError(absl::StrCat(what, ": no answer within the draft's time limit (",
+                                                  opts_.call_timeout.count(), " ms, --draft-timeout-ms)"));
+}
+
+template <class Req, class Resp>
+absl::Status SyncSession<Req, Resp>::AwaitOpened() {
+  if (!stream_) return absl::FailedPreconditionError("session is not open");
+  if (!awaiting_opened_.load()) return absl::OkStatus();
+  Limit limit;
+  Arm(limit);
+  Resp resp;
+  if (!stream_->Read(&resp)) return Cut(limit, absl::UnavailableError("open: the service ended the session"), "open");
+  if (!resp.has_opened()) return absl::InternalError("service did not acknowledge open");
+  awaiting_opened_.store(false);
+  return absl::OkStatus();
+}
+
+template <class Req, class Resp>
 absl::StatusOr<Resp> SyncSession<Req, Resp>::Call(const Req& req) {
   if (!stream_) return absl::FailedPreconditionError("session is not open");
   // Armed for the whole exchange (write, the pending `opened`, the answer).
-  struct Limit {
-    uint64_t ticket = 0;
-    std::chrono::steady_clock::time_point when = std::chrono::steady_clock::time_point::max();
-    ~Limit() {
-      if (ticket) CallWatchdog::Get().Disarm(ticket);
-    }
-  } limit;
-  if (opts_.call_timeout.count() > 0) {
-    limit.when = std::chrono::steady_clock::now() + opts_.call_timeout +
-                 (awaiting_opened_ ? open_allowance_ : std::chrono::milliseconds(0));
-    limit.ticket = CallWatchdog::Get().Arm(ctx_.get(), limit.when);
-  }
-  // A call the watchdog cut is a slow service, not a cancelled request.
-  auto broken = [&](const char* what) {
-    absl::Status s = Broken(what);
-    if (std::chrono::steady_clock::now() < limit.when || opts_.cancel->cancelled()) return s;
-    return absl::DeadlineExceededError(absl::StrCat(what, ": no answer within the draft's time limit (",
-                                                    opts_.call_timeout.count(), " ms, --draft-timeout-ms)"));
-  };
+  Limit limit;
+  Arm(limit);
+  auto broken = [&](const char* what) { return Cut(limit, Broken(what), what); };
   if (!stream_->Write(req)) return broken("write");
   Resp resp;
-  if (awaiting_opened_) {
+  if (awaiting_opened_.load()) {
     if (!stream_->Read(&resp)) return broken("open");
     if (!resp.has_opened()) return absl::InternalError("service did not acknowledge open");
-    awaiting_opened_ = false;
+    awaiting_opened_.store(false);
   }
   if (!stream_->Read(&resp)) return broken("read");
   return resp;
@@ -156,16 +173,22 @@ absl::Status RemoteDrafter::Open(const SessionSpec& spec) {
   return session_.Open([&](grpc::ClientContext* ctx) { return stub_->Session(ctx); }, req);
 }
 
-absl::StatusOr<Proposal> RemoteDrafter::Propose(int64_t round, const std::optional<RoundResult>& last, int32_t k) {
+absl::Status RemoteDrafter::Commit(const Verdict& v) {
+  if (!session_.open()) return absl::FailedPreconditionError("session is not open");
+  v1::DraftRequest req;
+  v1::Commit* c = req.mutable_commit();
+  c->set_round(v.round);
+  c->set_accepted(v.accepted);
+  c->set_next_token(v.next_token);
+  session_.Send(req);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Proposal> RemoteDrafter::Propose(int64_t round, int32_t k) {
   v1::DraftRequest req;
   v1::ProposeRequest* p = req.mutable_propose();
   p->set_round(round);
   p->set_k(k);
-  if (last.has_value()) {
-    p->mutable_verdict()->set_round(last->round);
-    p->mutable_verdict()->set_accepted(last->accepted);
-    p->mutable_verdict()->set_next_token(last->next_token);
-  }
   ASSIGN_OR_RETURN(v1::DraftResponse resp, session_.Call(req));
   if (!resp.has_proposal() || resp.proposal().round() != round) {
     return absl::InternalError(absl::StrCat("draft answered round ", resp.proposal().round(), " to round ", round));

@@ -10,6 +10,7 @@
 // stream is cancelled instead. Either way the service frees the session.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <set>
@@ -73,19 +74,35 @@ class SyncSession {
   // Writes `req` and reads its answer (after the pending `opened`, if any).
   absl::StatusOr<Resp> Call(const Req& req);
   // Writes `req`, which has no answer. A failure shows in the next Call.
+  // May run beside AwaitOpened on another thread (one writer, one reader).
   void Send(const Req& req) {
     if (stream_ && healthy_) stream_->Write(req);
   }
+  // Reads the pending `opened` answer, if any, within the same time limit
+  // as a Call. A failure is returned and shows again in the next Call; the
+  // stream itself is left to Close (Send may run beside this).
+  absl::Status AwaitOpened();
   void Close();
   bool open() const { return stream_ != nullptr; }
 
  private:
   absl::Status Broken(const char* what);
+  // Arms the watchdog for one exchange (call_timeout, plus the prefill
+  // allowance while `opened` is pending); disarmed when it goes.
+  struct Limit {
+    uint64_t ticket = 0;
+    std::chrono::steady_clock::time_point when = std::chrono::steady_clock::time_point::max();
+    ~Limit();
+  };
+  void Arm(Limit& limit);
+  // A call the watchdog cut is a slow service, not a cancelled request.
+  absl::Status Cut(const Limit& limit, absl::Status s, const char* what) const;
 
   RemoteOptions opts_;
   std::unique_ptr<grpc::ClientContext> ctx_;
   std::unique_ptr<grpc::ClientReaderWriterInterface<Req, Resp>> stream_;
-  bool awaiting_opened_ = false;
+  // Written by AwaitOpened (on the loop's worker) or Call, never at once.
+  std::atomic<bool> awaiting_opened_{false};
   bool healthy_ = false;
   std::chrono::milliseconds open_allowance_{0};  // opts_.open_ms_per_token x this prompt's tokens
 };
@@ -108,7 +125,10 @@ class RemoteDrafter final : public Drafter {
  public:
   RemoteDrafter(v1::DraftService::StubInterface* stub, const RemoteOptions& opts) : stub_(stub), session_(opts) {}
   absl::Status Open(const SessionSpec& spec) override;
-  absl::StatusOr<Proposal> Propose(int64_t round, const std::optional<RoundResult>& last, int32_t k) override;
+  absl::Status AwaitOpen() override { return session_.AwaitOpened(); }
+  // Sends `commit` (no answer).
+  absl::Status Commit(const Verdict& v) override;
+  absl::StatusOr<Proposal> Propose(int64_t round, int32_t k) override;
   void Close() override { session_.Close(); }
   v1::Drafter kind() const override { return v1::DRAFTER_MODEL; }
   bool remote() const override { return true; }

@@ -5,24 +5,34 @@
 #pragma once
 
 #include <cstdint>
-#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "spec/committed_sequence.h"
 #include "spec/round.h"
 #include "specserve/v1/generation.pb.h"
 
 namespace specserve {
 
+// Rounds are counted from the drafter's Open: the loop numbers them for it
+// (a drafter opened late, or a fallback, starts again at 0).
 class Drafter {
  public:
   virtual ~Drafter() = default;
   virtual absl::Status Open(const SessionSpec& spec) = 0;
-  // Applies `last` (the previous round's verdict; nullopt in round 0) and
-  // proposes k tokens for `round`. A stale or repeated round is refused with
-  // FAILED_PRECONDITION and changes nothing.
-  virtual absl::StatusOr<Proposal> Propose(int64_t round, const std::optional<RoundResult>& last,
-                                           int32_t k) = 0;
+  // Blocks until the drafter can propose without waiting for its prefill (a
+  // remote drafter: the service has answered `opened`). Commits may be sent
+  // meanwhile, from another thread. The default: ready once Open returns.
+  virtual absl::Status AwaitOpen() { return absl::OkStatus(); }
+  // Applies a round's verdict: d1..dn of that round's proposal (n = 0 when
+  // nothing was proposed for it), then next_token. Called after every
+  // verified round, in order, without waiting for an answer where the drafter
+  // is remote (an error there shows in the next Propose). A stale or
+  // repeated round is refused with FAILED_PRECONDITION and changes nothing.
+  virtual absl::Status Commit(const Verdict& v) = 0;
+  // Proposes up to k tokens (k >= 1) for `round`, the round the next Commit
+  // carries, from the committed sequence. One proposal per round.
+  virtual absl::StatusOr<Proposal> Propose(int64_t round, int32_t k) = 0;
   virtual void Close() = 0;
   virtual v1::Drafter kind() const = 0;  // DRAFTER_MODEL or DRAFTER_NGRAM (coordinator/drafters.h)
   // True when Propose crosses the network: its Proposal.compute_seconds is
@@ -30,8 +40,8 @@ class Drafter {
   virtual bool remote() const { return false; }
   // Overlap (docs/round_protocol.md "Overlap"): called right after Propose, on another thread
   // while the target verifies, to draft the next round on the guess that all
-  // of this one is accepted. The next Propose uses that block if the verdict
-  // matches the guess. Optional: the default does nothing.
+  // of this one is accepted. The next Propose uses that block if the round's
+  // Commit matches the guess. Optional: the default does nothing.
   virtual void PrepareAhead(int32_t k) {}
 };
 

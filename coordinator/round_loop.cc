@@ -58,6 +58,7 @@ class Loop {
         st_.finish_reason = "stop";
         break;
       }
+      if (remaining() > 0) CommitToDrafter(verdict.accepted, verdict.next_token);
     }
     if (st_.finish_reason.empty()) st_.finish_reason = "length";
     if (ahead_) ahead_->Wait();  // nothing of the drafter's still runs
@@ -88,89 +89,79 @@ class Loop {
     ++st_.fallbacks;
     owned_ = opts_.make_fallback ? opts_.make_fallback(why, at_open) : nullptr;
     drafter_ = owned_.get();
-    draft_round_ = 0;
-    last_.reset();
     if (!drafter_) return;
-    SessionSpec resumed = spec_;
-    resumed.prompt = sequence_;
-    resumed.max_new_tokens = std::max<int64_t>(0, remaining());
-    if (!drafter_->Open(resumed).ok()) {
+    if (!drafter_->Open(Resumed()).ok()) {
       owned_.reset();
       drafter_ = nullptr;
     }
   }
 
-  // A round commits at most k + 1 tokens; drafting past the budget is waste.
-  int32_t NextK() const { return drafter_ ? Capped(opts_.k.Next()) : 0; }
-  int32_t Capped(int32_t k) const { return static_cast<int32_t>(std::min<int64_t>(k, remaining() - 1)); }
-  bool Aside(int32_t k) const { return k == 0 && drafter_ && !unopened_ && drafter_->remote() && ahead_; }
-
-  // The first round with K > 0 of a request that began with plain rounds:
-  // the drafter opens at the committed sequence, with what is left of the
-  // budget, as a fallback's replacement does (its rounds count from 0).
-  // With a remote drafter and the loop's worker, the open (the draft
-  // service's prefill) runs there, and the rounds stay plain until it is
-  // done, the drafter hearing their verdicts in order behind it: a late open
-  // never holds up the target. Otherwise it opens here, in this round.
-  void OpenLate(RoundRecord& rec) {
-    unopened_ = false;
+  // The spec a drafter opened now starts from: the committed sequence, what
+  // is left of the budget, its rounds counted from this one.
+  SessionSpec Resumed() {
+    draft_base_ = round_;
     SessionSpec resumed = spec_;
     resumed.prompt = sequence_;
     resumed.max_new_tokens = std::max<int64_t>(0, remaining());
-    draft_round_ = 0;
-    last_.reset();
-    if (drafter_->remote() && ahead_) {
-      opening_.store(true);
-      Drafter* d = drafter_;
-      ahead_->Start([this, d, resumed = std::move(resumed)] {
-        absl::Status s = d->Open(resumed);
-        if (deferred_.ok()) deferred_ = std::move(s);  // a failed open: replaced at the next drafting round
-        opening_.store(false);
-      });
-      rec.k = 0;
-      return;
-    }
+    return resumed;
+  }
+
+  // A round commits at most k + 1 tokens; drafting past the budget is waste.
+  int32_t NextK() const { return drafter_ ? Capped(opts_.k.Next()) : 0; }
+  int32_t Capped(int32_t k) const { return static_cast<int32_t>(std::min<int64_t>(k, remaining() - 1)); }
+
+  // The first round with K > 0 of a request that began with plain rounds:
+  // the drafter opens at the committed sequence, as a fallback's replacement
+  // does. A remote drafter's open costs this round nothing (the `open` is
+  // only sent), and its prefill is awaited on the loop's worker, the rounds
+  // staying plain until it is done while their verdicts are committed
+  // behind it: a late open never holds up the target. A local drafter
+  // prefills here, in this round.
+  void OpenLate(RoundRecord& rec) {
+    unopened_ = false;
     const auto t0 = Clock::now();
-    absl::Status s = drafter_->Open(resumed);
+    absl::Status s = drafter_->Open(Resumed());
     rec.draft_wall += Since(t0);
     if (!s.ok()) {
       FallBack(s, /*at_open=*/true);
       rec.k = NextK();
+      return;
+    }
+    if (drafter_->remote() && ahead_) {
+      opening_.store(true);
+      Drafter* d = drafter_;
+      ahead_->Start([this, d] {
+        deferred_ = d->AwaitOpen();  // a failed open: replaced at the next drafting round
+        opening_.store(false);
+      });
+      rec.k = 0;
     }
   }
 
-  // Called even with k = 0 so the drafter hears every verdict in order. A
-  // failed drafter is replaced and the replacement proposes this round.
+  // A failed drafter is replaced and the replacement proposes this round.
+  // K = 0 (plain decoding, adaptive K under load) never calls the drafter.
   Proposal Propose(RoundRecord& rec) {
     // The policy's choice, kept with its reason for the metrics.
     if (drafter_) rec.choice = opts_.k.Choose();
     rec.k = rec.choice ? Capped(rec.choice->k) : 0;
-    if (unopened_) {
-      if (rec.k == 0) {  // still plain: nothing to tell a drafter that never opened
-        proposed_ = false;
-        rec.drafter = DrafterName(drafter_->kind());
-        return Proposal{};
-      }
-      OpenLate(rec);
-    }
-    if (opening_.load()) rec.k = 0;  // the drafter still opens aside: plain rounds meanwhile
-    if (!Aside(rec.k)) {
-      // The drafter has answered every verdict it heard aside (and the
-      // look-ahead) before it proposes again; one that failed doing so is
-      // replaced now.
-      if (ahead_) ahead_->Wait();
-      if (!deferred_.ok()) {
-        FallBack(std::exchange(deferred_, absl::OkStatus()), /*at_open=*/false);
-        rec.k = NextK();
-      }
-    }
-    if (Aside(rec.k)) return HearVerdictAside(rec);
-    Proposal proposal;
     proposed_ = false;
+    if (drafter_) rec.drafter = DrafterName(drafter_->kind());
+    if (unopened_ && rec.k > 0) OpenLate(rec);
+    if (opening_.load()) rec.k = 0;  // the drafter's prefill is still awaited aside: plain rounds meanwhile
+    if (rec.k == 0 || !drafter_) return Proposal{};
+    // The look-ahead (or the late open) is done before the drafter proposes
+    // again; a drafter that failed in it is replaced now.
+    if (ahead_) ahead_->Wait();
+    if (!deferred_.ok()) {
+      FallBack(std::exchange(deferred_, absl::OkStatus()), /*at_open=*/false);
+      rec.k = NextK();
+      if (rec.k == 0) return Proposal{};
+    }
+    Proposal proposal;
     double compute = 0;
     for (int attempt = 0; drafter_ && !proposed_ && attempt < 2; ++attempt) {
       const auto t0 = Clock::now();
-      absl::StatusOr<Proposal> p = drafter_->Propose(draft_round_, last_, rec.k);
+      absl::StatusOr<Proposal> p = drafter_->Propose(round_ - draft_base_, rec.k);
       rec.draft_wall += Since(t0);
       if (!p.ok()) {
         FallBack(p.status(), /*at_open=*/false);
@@ -178,7 +169,6 @@ class Loop {
       }
       proposal = std::move(*p);
       proposed_ = true;
-      ++draft_round_;
       compute = drafter_->remote() ? std::min(rec.draft_wall, proposal.compute_seconds) : rec.draft_wall;
       rec.drafter = proposal.looked_up ? "lookup" : DrafterName(drafter_->kind());
     }
@@ -194,22 +184,22 @@ class Loop {
     return proposal;
   }
 
-  // K = 0 (plain decoding, adaptive K under load): the remote drafter only
-  // has to hear the last verdict, so it does on the worker, in order, while
-  // the rounds go on: a run of plain rounds never waits for the draft
-  // service. A failure (the first is kept) replaces the drafter at the next
-  // round that drafts, from the committed sequence.
-  Proposal HearVerdictAside(RoundRecord& rec) {
-    Drafter* d = drafter_;
-    const int64_t r = draft_round_++;
-    const std::optional<RoundResult> last = last_;
-    ahead_->Start([this, d, r, last] {
-      absl::Status s = d->Propose(r, last, 0).status();
-      if (deferred_.ok()) deferred_ = std::move(s);  // only this thread writes it until the next Wait
-    });
-    proposed_ = true;
-    rec.drafter = DrafterName(d->kind());
-    return Proposal{};
+  // Tells an open drafter the verdict of the round just verified (round_ is
+  // already the next one). It does not wait for the drafter: a remote one
+  // only sends it, and plain rounds never wait for the draft service. While
+  // a late open is awaited aside the commit is sent beside it (deferred_
+  // belongs to the worker then); otherwise the look-ahead finishes first (it
+  // works on the same session). A failure replaces the drafter at the next
+  // round that drafts.
+  void CommitToDrafter(int32_t accepted, TokenId next) {
+    if (!drafter_ || unopened_) return;
+    const bool opening = opening_.load();
+    if (!opening) {
+      if (ahead_) ahead_->Wait();
+      if (!deferred_.ok()) return;
+    }
+    absl::Status s = drafter_->Commit(Verdict{round_ - 1 - draft_base_, accepted, next});
+    if (!s.ok() && !opening) deferred_ = std::move(s);
   }
 
   absl::StatusOr<RoundResult> Verify(const Proposal& proposal, RoundRecord& rec) {
@@ -220,7 +210,6 @@ class Loop {
     rec.accepted = verdict->accepted;
     rec.verify_seconds = std::min(rec.verify_wall, verdict->compute_seconds);
     rec.network_seconds += rec.verify_wall - rec.verify_seconds;
-    if (proposed_) last_ = RoundResult{draft_round_ - 1, verdict->accepted, verdict->next_token};
     ++round_;
     return verdict;
   }
@@ -258,12 +247,11 @@ class Loop {
   std::unique_ptr<AsyncWorker> ahead_;
   std::vector<TokenId> sequence_;   // committed so far
   int64_t round_ = 0;               // the verifier's round
-  int64_t draft_round_ = 0;         // the drafter's round
-  std::optional<RoundResult> last_; // the verdict the drafter hears next
+  int64_t draft_base_ = 0;          // the verifier's round the drafter opened at (its round 0)
   bool proposed_ = false;           // this round has a proposal
   bool unopened_ = false;           // the drafter opens at the first round with K > 0
-  std::atomic<bool> opening_{false};  // ...and that open still runs on the worker
-  absl::Status deferred_;           // a verdict heard aside failed (set by ahead_'s task)
+  std::atomic<bool> opening_{false};  // ...and its prefill is still awaited on the worker
+  absl::Status deferred_;           // the drafter failed aside (a late open, a commit): replaced next
   LoopStats st_;
 };
 

@@ -2,16 +2,33 @@
 
 namespace specserve {
 
+namespace {
+
+// Requests one stream may have waiting: a proposal and a look-ahead at most
+// from a well-behaved coordinator, and the commits of the plain rounds run
+// while the session prefills (bounded by its token budget in practice).
+constexpr size_t kMaxQueued = 256;
+
+}  // namespace
+
 absl::Status DraftServer::Accept(uint64_t, Entry& e, v1::DraftRequest msg, rpc::Clock::time_point received) {
-  if (!msg.has_propose() && !msg.has_ahead()) {
-    return absl::InvalidArgumentError("expected `propose`, `ahead` or `close`");
+  if (!msg.has_propose() && !msg.has_ahead() && !msg.has_commit()) {
+    return absl::InvalidArgumentError("expected `propose`, `commit`, `ahead` or `close`");
   }
-  if (e.state.queued.size() >= 4) return absl::FailedPreconditionError("too many requests in flight");
+  if (e.state.queued.size() >= kMaxQueued) return absl::FailedPreconditionError("too many requests in flight");
   e.state.queued.emplace_back(std::move(msg), received);
   return absl::OkStatus();
 }
 
-absl::Status DraftServer::StartProposal(DraftStreamState& st) {
+absl::Status DraftServer::StartQueued(DraftStreamState& st) {
+  while (!st.queued.empty() && st.queued.front().first.has_commit()) {
+    const v1::Commit& c = st.queued.front().first.commit();
+    const int32_t kv_before = st.session->kv().length;
+    RETURN_IF_ERROR(st.session->Commit(Verdict{c.round(), c.accepted(), c.next_token()}));
+    if (kv_before > st.session->kv().length) metrics().rollback_tokens.Increment(kv_before - st.session->kv().length);
+    st.queued.pop_front();
+  }
+  if (st.queued.empty()) return absl::OkStatus();
   auto [msg, received] = std::move(st.queued.front());
   st.queued.pop_front();
   if (msg.has_ahead()) {
@@ -21,13 +38,7 @@ absl::Status DraftServer::StartProposal(DraftStreamState& st) {
     return absl::OkStatus();
   }
   const v1::ProposeRequest& req = msg.propose();
-  std::optional<RoundResult> last;
-  if (req.has_verdict()) {
-    last = RoundResult{req.verdict().round(), req.verdict().accepted(), req.verdict().next_token(), 0};
-  }
-  const int32_t kv_before = st.session->kv().length;
-  RETURN_IF_ERROR(st.session->BeginPropose(req.round(), last, req.k()));
-  if (kv_before > st.session->kv().length) metrics().rollback_tokens.Increment(kv_before - st.session->kv().length);
+  RETURN_IF_ERROR(st.session->BeginPropose(req.round(), req.k()));
   st.proposing = true;
   st.ahead = false;
   st.received = received;
@@ -45,7 +56,7 @@ void DraftServer::StepsDone(Entry& e) {
   st.last_proposed = static_cast<int32_t>(p.tokens.size());
   v1::DraftResponse r;
   v1::Proposal* out = r.mutable_proposal();
-  out->set_round(st.session->next_round() - 1);
+  out->set_round(st.session->next_round());
   rpc::ProposalToProto(p, out->mutable_tokens(), out->mutable_dists());
   out->set_drafted_ahead(p.drafted_ahead);
   out->set_looked_up(p.looked_up);
@@ -58,14 +69,12 @@ absl::StatusOr<bool> DraftServer::NextPass(Entry& e, ForwardSeq* pass) {
   DraftStreamState& st = e.state;
   // A verdict that rejected part of the last proposal voids the guess the
   // block drafted ahead rests on: stop drafting it.
-  if (st.ahead && !st.queued.empty() && st.queued.front().first.has_propose()) {
-    const v1::ProposeRequest& next = st.queued.front().first.propose();
-    if (next.has_verdict() && next.verdict().accepted() < st.last_proposed) {
-      st.session->BeginAhead(0);
-      st.proposing = st.ahead = false;
-    }
+  if (st.ahead && !st.queued.empty() && st.queued.front().first.has_commit() &&
+      st.queued.front().first.commit().accepted() < st.last_proposed) {
+    st.session->BeginAhead(0);
+    st.proposing = st.ahead = false;
   }
-  if (!st.proposing && !st.queued.empty()) RETURN_IF_ERROR(StartProposal(st));
+  if (!st.proposing && !st.queued.empty()) RETURN_IF_ERROR(StartQueued(st));
   if (!st.proposing) return false;
   if (st.session->NextStep(pass)) return true;
   StepsDone(e);  // k = 0, or the block drafted ahead was taken

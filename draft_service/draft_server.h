@@ -4,11 +4,12 @@
 // batched pass, so sessions join and leave the batch between steps
 // (continuous batching at step granularity).
 //
-// A session: `open` -> prefill prompt[0..n-2] -> `opened`; then each
-// `propose` (round r, verdict of round r-1, k) rolls the KV cache back to the
-// committed sequence, feeds what it lacks, samples d1..dK from q1..qK
-// (the draft rule) and answers (r, d, q). An `ahead` request (overlap) runs
-// the same kind of steps for the next block on a guess, without an answer.
+// A session: `open` -> prefill prompt[0..n-2] -> `opened`; then, in the
+// order they arrive, `propose` (round r, k) feeds what the cache lacks of
+// the committed sequence, samples d1..dK from q1..qK (the draft rule) and
+// answers (r, d, q); `commit` (round r, n, x) applies round r's verdict and
+// rolls the cache back (no answer); `ahead` (overlap) runs the steps of the
+// next block on a guess, without an answer.
 #pragma once
 
 #include <deque>
@@ -22,7 +23,7 @@
 namespace specserve {
 
 struct DraftStreamState : rpc::StreamState<DraftSession> {
-  // `propose` and `ahead` requests in arrival order.
+  // `propose`, `commit` and `ahead` requests in arrival order.
   std::deque<std::pair<v1::DraftRequest, rpc::Clock::time_point>> queued;
   bool proposing = false;           // steps running: a proposal (answered when done) or...
   bool ahead = false;               // ...a block drafted ahead (not answered)
@@ -48,8 +49,9 @@ class DraftServer final
   const DraftSampleInput* PassSample(Entry& e) override { return e.state.session->sample_rule(); }
   absl::Status FinishSampledPass(Entry& e, const ForwardSeq& pass, DraftSample s) override;
   void AbortPass(Entry& e) override { e.state.session->AbortPropose(); }
-  // Starts the oldest queued request; an error when it is refused.
-  absl::Status StartProposal(DraftStreamState& st);
+  // Applies the queued commits at the front, then starts the proposal or
+  // look-ahead after them, if any; an error when one is refused.
+  absl::Status StartQueued(DraftStreamState& st);
   // The steps are done: answer a proposal, or just note a finished ahead block.
   void StepsDone(Entry& e);
 };

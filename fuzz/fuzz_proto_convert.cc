@@ -9,7 +9,7 @@
 //      ValidateSessionSpec + TargetSession::Open; verify: ProposalFromProto +
 //      BeginVerify + the pass's KV bookkeeping (PrepareBatch) + FinishVerify);
 //   1  a DraftService stream: one schedule byte, then delimited
-//      v1::DraftRequest messages (open / propose with a verdict / ahead), run
+//      v1::DraftRequest messages (open / propose / commit / ahead), run
 //      as draft_service/draft_server.cc does on a DraftSession; every
 //      proposal it answers must be one the target accepts;
 //   2  a v1::DraftResponse as the coordinator reads it (ProposalFromProto);
@@ -247,11 +247,10 @@ class DraftStreamRun {
   // An `ahead` request; `next` is the message after it (may be null).
   bool Ahead(const v1::DraftRequest& m, const v1::DraftRequest* next) {
     s_.BeginAhead(m.ahead().k());
-    // A propose whose verdict rejects part of the last proposal voids the
-    // guess; the service stops the block at its next step, which may come
-    // after any number of the block's steps have run.
-    const bool voided = next && next->has_propose() && next->propose().has_verdict() &&
-                        next->propose().verdict().accepted() < last_proposed_;
+    // A commit that rejects part of the last proposal voids the guess; the
+    // service stops the block at its next step, which may come after any
+    // number of the block's steps have run.
+    const bool voided = next && next->has_commit() && next->commit().accepted() < last_proposed_;
     int32_t budget = std::numeric_limits<int32_t>::max();
     if (voided) {
       budget = static_cast<int32_t>(schedule_ & 3) * 3;
@@ -263,13 +262,16 @@ class DraftStreamRun {
     return true;
   }
 
+  // A `commit` request: the cache keeps a prefix of the committed sequence.
+  bool Commit(const v1::Commit& c) {
+    if (!s_.Commit(Verdict{c.round(), c.accepted(), c.next_token()}).ok()) return false;
+    FUZZ_CHECK(s_.kv().length <= static_cast<int32_t>(s_.committed().size()) + kMaxRoundK + 1);
+    return true;
+  }
+
   // A `propose` request: the proposal must be one the target accepts.
   bool Propose(const v1::ProposeRequest& req) {
-    std::optional<RoundResult> last;
-    if (req.has_verdict()) {
-      last = RoundResult{req.verdict().round(), req.verdict().accepted(), req.verdict().next_token(), 0};
-    }
-    if (!s_.BeginPropose(req.round(), last, req.k()).ok()) return false;
+    if (!s_.BeginPropose(req.round(), req.k()).ok()) return false;
     FUZZ_CHECK(s_.kv().length <= static_cast<int32_t>(s_.committed().size()));
     if (!Steps(std::numeric_limits<int32_t>::max())) return false;
     const Proposal p = s_.TakeProposal();
@@ -306,6 +308,7 @@ void RunDraftStream(const uint8_t* data, size_t size) {
       const v1::DraftRequest& m = msgs[i];
       const bool ok = m.has_ahead()     ? run.Ahead(m, i + 1 < msgs.size() ? &msgs[i + 1] : nullptr)
                       : m.has_propose() ? run.Propose(m.propose())
+                      : m.has_commit()  ? run.Commit(m.commit())
                                         : false;  // close, or a refused message
       if (!ok) break;
     }

@@ -209,19 +209,24 @@ out("fuzz_proto_convert", "0-target-sampled.bin", b"\x00" + stream(t1))
 d0 = [pb.DraftRequest(open=open_msg([1, 100, 200], draft=pb.DraftRule(temperature=0.0), max_new=64)),
       pb.DraftRequest(propose=pb.ProposeRequest(round=0, k=4)),
       pb.DraftRequest(ahead=pb.ProposeAhead(k=4)),
-      pb.DraftRequest(propose=pb.ProposeRequest(round=1, verdict=pb.Verdict(round=0, accepted=2, next_token=5), k=3)),
-      pb.DraftRequest(propose=pb.ProposeRequest(round=2, verdict=pb.Verdict(round=1, accepted=3, next_token=9), k=4)),
+      pb.DraftRequest(commit=pb.Commit(round=0, accepted=2, next_token=5)),
+      pb.DraftRequest(propose=pb.ProposeRequest(round=1, k=3)),
+      pb.DraftRequest(commit=pb.Commit(round=1, accepted=3, next_token=9)),
+      pb.DraftRequest(commit=pb.Commit(round=2, accepted=0, next_token=11)),
+      pb.DraftRequest(propose=pb.ProposeRequest(round=3, k=4)),
       pb.DraftRequest(close=pb.SessionClose())]
 out("fuzz_proto_convert", "1-draft-greedy.bin", b"\x01\x1b" + stream(d0))
 d1 = [pb.DraftRequest(open=open_msg([1, 7, 8, 9, 7, 8], temp=1.0, seed=3,
                                     draft=pb.DraftRule(temperature=1.0, top_n=8, top_p=0.95, lookup_min_ngram=0))),
       pb.DraftRequest(propose=pb.ProposeRequest(round=0, k=2)),
-      pb.DraftRequest(propose=pb.ProposeRequest(round=1, verdict=pb.Verdict(round=0, accepted=0, next_token=12), k=2))]
+      pb.DraftRequest(commit=pb.Commit(round=0, accepted=0, next_token=12)),
+      pb.DraftRequest(propose=pb.ProposeRequest(round=1, k=2))]
 out("fuzz_proto_convert", "1-draft-sampled.bin", b"\x01\x00" + stream(d1))
 d2 = [pb.DraftRequest(open=open_msg([1, 7, 8, 9, 7, 8], draft=pb.DraftRule(lookup_min_ngram=2))),
       pb.DraftRequest(propose=pb.ProposeRequest(round=0, k=3)),
       pb.DraftRequest(ahead=pb.ProposeAhead(k=2)),
-      pb.DraftRequest(propose=pb.ProposeRequest(round=1, verdict=pb.Verdict(round=0, accepted=1, next_token=7), k=3))]
+      pb.DraftRequest(commit=pb.Commit(round=0, accepted=1, next_token=7)),
+      pb.DraftRequest(propose=pb.ProposeRequest(round=1, k=3))]
 out("fuzz_proto_convert", "1-draft-lookup.bin", b"\x01\x02" + stream(d2))
 
 r = pb.DraftResponse(proposal=pb.Proposal(round=3, tokens=[5, 9], dists=[dist([], []), dist([9, 11], [0.75, 0.25])],

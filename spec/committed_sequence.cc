@@ -1,6 +1,7 @@
 #include "spec/committed_sequence.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace specserve {
 
@@ -9,17 +10,12 @@ absl::Status CommittedSequence::ExpectRound(int64_t round) const {
   return absl::FailedPreconditionError(absl::StrCat("round ", round, " refused: expected round ", round_));
 }
 
-absl::Status CommittedSequence::CheckVerdict(int64_t round, const std::optional<RoundResult>& last,
-                                             int32_t proposed, int32_t vocab) const {
-  if (!last.has_value()) {
-    if (round == 0) return absl::OkStatus();
-    return absl::InvalidArgumentError(absl::StrCat("round ", round, " needs the verdict of round ", round - 1));
-  }
-  if (last->round != round - 1 || last->accepted < 0 || last->accepted > proposed || last->next_token < 0 ||
-      last->next_token >= vocab) {
-    return absl::InvalidArgumentError(absl::StrCat("verdict (round ", last->round, ", accepted ", last->accepted,
-                                                   ", next ", last->next_token, ") does not fit round ", round - 1,
-                                                   " with ", proposed, " proposed tokens"));
+absl::Status CommittedSequence::CheckCommit(const Verdict& v, int32_t proposed, int32_t vocab) const {
+  RETURN_IF_ERROR(ExpectRound(v.round));
+  if (v.accepted < 0 || v.accepted > proposed || v.next_token < 0 || v.next_token >= vocab) {
+    return absl::InvalidArgumentError(absl::StrCat("verdict (round ", v.round, ", accepted ", v.accepted, ", next ",
+                                                   v.next_token, ") does not fit round ", v.round, " with ", proposed,
+                                                   " proposed tokens"));
   }
   return absl::OkStatus();
 }

@@ -2,11 +2,11 @@
 // target session, the n-gram drafter): the prompt and every verified token.
 // Its last token is the pending one: committed, not yet fed to any model.
 // Each round moves it forward by one verdict (docs/round_protocol.md):
-// d1..d_accepted of that round's proposal, then next_token.
+// d1..d_accepted of that round's proposal (none in a round nothing was
+// proposed for), then next_token.
 #pragma once
 
 #include <cstdint>
-#include <optional>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -14,6 +14,15 @@
 #include "spec/round.h"
 
 namespace specserve {
+
+// One round's outcome as every role applies it: d1..d_accepted of the
+// round's proposal are committed, then next_token. The coordinator sends it
+// to the drafter after each verified round (internal.proto `Commit`).
+struct Verdict {
+  int64_t round = 0;
+  int32_t accepted = 0;
+  TokenId next_token = 0;
+};
 
 class CommittedSequence {
  public:
@@ -27,11 +36,11 @@ class CommittedSequence {
   // (a stale or repeated round changes nothing).
   absl::Status ExpectRound(int64_t round) const;
 
-  // INVALID_ARGUMENT unless `last` is the verdict of round - 1 on a block of
-  // `proposed` tokens: present for every round but 0, accepting 0..proposed,
-  // with a next token inside the vocabulary.
-  absl::Status CheckVerdict(int64_t round, const std::optional<RoundResult>& last, int32_t proposed,
-                            int32_t vocab) const;
+  // FAILED_PRECONDITION unless `v` is for the round this side expects next;
+  // INVALID_ARGUMENT unless it accepts 0..proposed tokens (`proposed`: the
+  // length of that round's proposal, 0 when there was none) and its next
+  // token is inside the vocabulary.
+  absl::Status CheckCommit(const Verdict& v, int32_t proposed, int32_t vocab) const;
 
   // Commits d1..dn (`accepted`, a prefix of the round's proposal) and `next`,
   // and moves on to the next round; returns the round just finished.
@@ -40,8 +49,6 @@ class CommittedSequence {
     tokens_.push_back(next);
     return round_++;
   }
-  // A round that commits nothing of its own (the draft's first proposal).
-  int64_t Skip() { return round_++; }
 
   const std::vector<TokenId>& tokens() const { return tokens_; }
   int32_t size() const { return static_cast<int32_t>(tokens_.size()); }

@@ -1,6 +1,7 @@
 #include "spec/draft_session.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -27,7 +28,8 @@ absl::Status DraftSession::Open(const SessionSpec& spec, ForwardSeq* prefill) {
   rules_fork_ = rules_committed_;
   rules_fork_tokens_.clear();
   proposal_ = {};
-  ahead_ = ahead_ready_ = false;
+  proposed_ = false;
+  ahead_ = ahead_ready_ = ahead_held_ = false;
   open_ = true;
   // prompt[0..n-2] goes into the cache; with prefix caching on, whole blocks
   // another session already computed are attached instead (kv_.length).
@@ -38,34 +40,44 @@ absl::Status DraftSession::Open(const SessionSpec& spec, ForwardSeq* prefill) {
   return absl::OkStatus();
 }
 
-absl::Status DraftSession::BeginPropose(int64_t round, const std::optional<RoundResult>& last, int32_t k) {
+absl::Status DraftSession::Commit(const Verdict& v) {
+  if (!open_) return absl::FailedPreconditionError("session is not open");
+  PublishPromptPrefix();
+  const int32_t proposed = proposed_ ? static_cast<int32_t>(proposal_.tokens.size()) : 0;
+  RETURN_IF_ERROR(seq_.CheckCommit(v, proposed, config_.vocab));
+  const int32_t base = seq_.size();
+  ahead_held_ = ahead_ready_ && proposed > 0 && v.accepted == proposed && v.next_token == ahead_guess_;
+  ahead_ready_ = false;
+  ahead_ = false;
+  steps_left_ = 0;
+  seq_.Commit(absl::MakeConstSpan(proposal_.tokens).first(v.accepted), v.next_token);
+  proposal_ = {};
+  proposed_ = false;
+  // The cache may keep pending, d1..dn: positions [0, base + n). A held
+  // guess keeps dK and the block drafted after it too.
+  if (!ahead_held_) pool_.Truncate(kv_, std::min(kv_.length, base + v.accepted));
+  return absl::OkStatus();
+}
+
+absl::Status DraftSession::BeginPropose(int64_t round, int32_t k) {
   if (!open_) return absl::FailedPreconditionError("session is not open");
   PublishPromptPrefix();
   RETURN_IF_ERROR(seq_.ExpectRound(round));
+  if (proposed_) return absl::FailedPreconditionError(absl::StrCat("round ", round, " was already proposed"));
   if (k < 0 || k > kMaxRoundK) return absl::InvalidArgumentError(absl::StrCat("K = ", k, " not in [0, ", kMaxRoundK, "]"));
-  const int32_t proposed = static_cast<int32_t>(proposal_.tokens.size());
-  RETURN_IF_ERROR(seq_.CheckVerdict(round, last, proposed, config_.vocab));
-  if (!last.has_value()) {
-    seq_.Skip();
-  } else {
-    const int32_t base = seq_.size();
-    const bool guessed = ahead_ready_ && last->accepted == proposed && last->next_token == ahead_guess_ &&
-                         k <= ahead_k_ && k > 0;
-    ahead_ready_ = false;
-    ahead_ = false;
-    seq_.Commit(absl::MakeConstSpan(proposal_.tokens).first(last->accepted), last->next_token);
-    if (guessed) {
-      // The block drafted ahead is exactly what this round would draft.
-      proposal_ = std::move(ahead_proposal_);
-      proposal_.tokens.resize(k);
-      proposal_.dists.resize(k);
-      proposal_.drafted_ahead = true;
-      steps_left_ = 0;
-      return absl::OkStatus();
-    }
-    // The cache may keep pending, d1..dn: positions [0, base + n).
-    pool_.Truncate(kv_, std::min(kv_.length, base + last->accepted));
+  proposed_ = true;
+  const bool held = std::exchange(ahead_held_, false);
+  if (held && k > 0 && k <= ahead_k_) {
+    // The block drafted ahead is exactly what this round would draft.
+    proposal_ = std::move(ahead_proposal_);
+    proposal_.tokens.resize(k);
+    proposal_.dists.resize(k);
+    proposal_.drafted_ahead = true;
+    steps_left_ = 0;
+    return absl::OkStatus();
   }
+  // A held guess whose block is not used: the cache keeps only what is committed.
+  if (held) pool_.Truncate(kv_, std::min(kv_.length, seq_.size() - 1));
   // Never draft past the context or what the session's budget can still commit.
   const int64_t budget_end = static_cast<int64_t>(spec_.prompt.size()) + spec_.max_new_tokens;
   k = static_cast<int32_t>(std::clamp<int64_t>(
@@ -105,7 +117,7 @@ bool DraftSession::NextStep(ForwardSeq* pass) {
 }
 
 void DraftSession::BeginAhead(int32_t k) {
-  ahead_ = ahead_ready_ = false;
+  ahead_ = ahead_ready_ = ahead_held_ = false;
   steps_left_ = 0;
   const int32_t n = static_cast<int32_t>(proposal_.tokens.size());
   // A looked-up proposal was never fed to the cache: nothing to draft on from.
@@ -187,13 +199,12 @@ void DraftSession::FinishSampledStep(DraftSample sample) {
 }
 
 Proposal DraftSession::TakeProposal() {
-  Proposal p = proposal_;  // keep a copy: the next verdict refers to it
+  Proposal p = proposal_;  // keep a copy: the round's verdict refers to it
   return p;
 }
 
 void DraftSession::AbortPropose() {
-  // The verdict was already applied and the cache may be half-written: this
-  // session cannot continue, and the coordinator falls back to another drafter.
+  // The cache may be half-written: this session cannot continue, and the coordinator falls back to another drafter.
   Close();
 }
 
@@ -201,7 +212,7 @@ void DraftSession::Close() {
   pool_.Release(kv_);
   open_ = false;
   steps_left_ = 0;
-  ahead_ = ahead_ready_ = false;
+  ahead_ = ahead_ready_ = ahead_held_ = false;
 }
 
 }  // namespace specserve

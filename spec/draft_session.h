@@ -26,10 +26,17 @@ class DraftSession {
   // *prefill caches prompt[0..n-2] (skip it when it has no tokens).
   absl::Status Open(const SessionSpec& spec, ForwardSeq* prefill);
 
-  // Applies the previous round's verdict and starts proposing k tokens.
-  // The cache is rolled back to the longest prefix that is still committed;
-  // whatever committed tokens it lacks are fed by the first step.
-  absl::Status BeginPropose(int64_t round, const std::optional<RoundResult>& last, int32_t k);
+  // Applies a round's verdict (docs/round_protocol.md "Commit"): `v.round`
+  // must be the round this session expects, accepting a prefix of that
+  // round's proposal (none when nothing was proposed for it). The cache is
+  // rolled back to the longest prefix that is still committed; whatever
+  // committed tokens it lacks are fed by the next proposal's first step.
+  // FAILED_PRECONDITION for a stale or repeated round, INVALID_ARGUMENT for
+  // a verdict that does not fit; either way nothing changes.
+  absl::Status Commit(const Verdict& v);
+  // Starts proposing k tokens for `round` (the round the next Commit
+  // carries), from the committed sequence. One proposal per round.
+  absl::Status BeginPropose(int64_t round, int32_t k);
   // The next pass to run, or false when the proposal is complete.
   bool NextStep(ForwardSeq* pass);
   // The rule that pass's row is sampled with (its position included): what
@@ -55,9 +62,9 @@ class DraftSession {
   // Overlap (docs/round_protocol.md "Overlap"): while the target verifies the proposal just
   // taken, draft the next round on the guess that all of it is accepted and
   // the bonus token is the draft's own next sample. Runs as steps like a
-  // proposal. If the verdict matches the guess, the next BeginPropose (with
-  // k <= this k) takes the block without a pass; otherwise it is dropped and
-  // the cache rolls back as usual. Output is unchanged either way: the block
+  // proposal. If the round's Commit matches the guess, the next round's
+  // BeginPropose (with k <= this k) takes the block without a pass;
+  // otherwise it is dropped and the cache rolls back as usual. Output is unchanged either way: the block
   // is what the draft would have sampled from the same committed prefix.
   void BeginAhead(int32_t k);
   void AbortPropose();  // a step's pass failed: the session closes
@@ -74,17 +81,19 @@ class DraftSession {
   const ModelConfig& config_;
   bool open_ = false;
   SessionSpec spec_;
-  CommittedSequence seq_;        // next_round(): the round the next BeginPropose must carry
+  CommittedSequence seq_;        // next_round(): the round the next Commit and BeginPropose carry
   void PublishPromptPrefix();
   bool prefix_published_ = false;  // the prompt's blocks are in the prefix cache
   KvSeq kv_;                     // a prefix of the committed sequence + proposal
-  Proposal proposal_;            // the last proposal (kept to apply its verdict)
+  Proposal proposal_;            // this round's proposal (kept to apply its verdict)
+  bool proposed_ = false;        // BeginPropose ran in this round
   int32_t steps_left_ = 0;
   std::vector<TokenId> feed_;    // tokens of the next step's pass
   DraftSampleInput step_rule_;   // and the rule its row is sampled with
   // The block drafted ahead: guess (the assumed bonus) then its proposal.
   bool ahead_ = false;           // steps are drafting ahead
-  bool ahead_ready_ = false;
+  bool ahead_ready_ = false;     // the block is complete
+  bool ahead_held_ = false;      // ...and the last Commit matched its guess
   TokenId ahead_guess_ = -1;
   Proposal ahead_proposal_;
   int32_t ahead_k_ = 0;

@@ -1,7 +1,7 @@
 // The round loop against the real target and draft services (child
 // processes), with K changing from round to round as adaptive K does under
-// load: plain rounds (K = 0, the draft only hears the verdict, sent while the
-// target verifies) between speculative ones. Every round must match the same
+// load: plain rounds (K = 0, the draft is only sent the verdict's commit,
+// without an answer) between speculative ones. Every round must match the same
 // script run in this process round for round (the CPU arithmetic is batch-
 // invariant and the draws are keyed by position), greedy output must equal
 // plain decoding, and no drafter may fall back.
@@ -27,7 +27,7 @@ namespace {
 // rounds between them. It starts with a speculative round, so both loops
 // open their drafter at the start (a drafter first opened later opens aside
 // through the services, its first drafting round a few rounds later than in
-// process: tests/round_loop_aside_test.cc).
+// process: tests/round_loop_commit_test.cc).
 const std::vector<int32_t> kScript = {3, 0, 0, 0, 2, 4, 0, 1, 0, 5, 0, 0};
 
 struct Outcome {

@@ -193,13 +193,12 @@ void ExpectDrafterIsTheOldLoop(Backend& b, const DraftRule& rule, uint64_t seed)
   if (!pass.tokens.empty()) {
     ASSERT_TRUE(b.Forward({pass}, &logits).ok());
   }
-  std::optional<RoundResult> last;
   std::mt19937 rng(static_cast<uint32_t>(seed));
   for (int64_t round = 0; round < 10; ++round) {
     const int32_t k = Uniform(rng, 1, 6);
-    absl::StatusOr<Proposal> got = drafter.Propose(round, last, k);
+    absl::StatusOr<Proposal> got = drafter.Propose(round, k);
     ASSERT_TRUE(got.ok()) << got.status();
-    ASSERT_TRUE(old.BeginPropose(round, last, k).ok());
+    ASSERT_TRUE(old.BeginPropose(round, k).ok());
     std::vector<DraftSample> want;
     while (old.NextStep(&pass)) {
       ASSERT_TRUE(b.Forward({pass}, &logits).ok());
@@ -220,11 +219,9 @@ void ExpectDrafterIsTheOldLoop(Backend& b, const DraftRule& rule, uint64_t seed)
     // A verdict: all accepted, a prefix, or none, and some next token.
     const int32_t n = static_cast<int32_t>(got->tokens.size());
     const int32_t accepted = round % 3 == 0 ? n : round % 3 == 1 ? n / 2 : 0;
-    RoundResult verdict;
-    verdict.round = round;
-    verdict.accepted = accepted;
-    verdict.next_token = Uniform(rng, 3, b.config().vocab - 1);
-    last = verdict;
+    const Verdict verdict{round, accepted, Uniform(rng, 3, b.config().vocab - 1)};
+    ASSERT_TRUE(drafter.Commit(verdict).ok());
+    ASSERT_TRUE(old.Commit(verdict).ok());
   }
   drafter.Close();
   old.Close();

@@ -23,9 +23,10 @@ class FailsAfter final : public Drafter {
  public:
   FailsAfter(Backend& backend, int fail_at) : inner_(backend), fail_at_(fail_at) {}
   absl::Status Open(const SessionSpec& spec) override { return inner_.Open(spec); }
-  absl::StatusOr<Proposal> Propose(int64_t round, const std::optional<RoundResult>& last, int32_t k) override {
+  absl::Status Commit(const Verdict& v) override { return inner_.Commit(v); }
+  absl::StatusOr<Proposal> Propose(int64_t round, int32_t k) override {
     if (++proposals_ >= fail_at_) return absl::UnavailableError("draft service gone");
-    return inner_.Propose(round, last, k);
+    return inner_.Propose(round, k);
   }
   void Close() override { inner_.Close(); }
   v1::Drafter kind() const override { return v1::DRAFTER_MODEL; }

@@ -208,8 +208,9 @@ TEST(SpecRollback, BothSidesRollBackAndNothingLeaks) {
     int64_t committed = static_cast<int64_t>(spec.prompt.size());
     opts.on_round = [&](const RoundRecord& r) {
       const int32_t drafted = r.drafted, acc = r.accepted;
-      // The draft hears this verdict with the next Propose: its committed view
-      // lags one round and its cache holds at most what it fed this round.
+      // The draft hears this verdict after the round's tokens are emitted:
+      // its committed view is the round's start, and its cache holds at most
+      // what it fed this round.
       EXPECT_EQ(static_cast<int64_t>(drafter.session().committed().size()), committed);
       EXPECT_LE(drafter.session().kv().length, committed - 1 + drafted);
       committed += acc + 1;
@@ -338,32 +339,43 @@ TEST(SpecRollback, DraftAppliesVerdictsExactly) {
   std::vector<float> logits;
   ASSERT_TRUE(s.Open(spec, &pass).ok());
   ASSERT_TRUE(draft.backend->Forward({pass}, &logits).ok());
-  auto propose = [&](int64_t round, std::optional<RoundResult> last, int32_t k) {
-    EXPECT_TRUE(s.BeginPropose(round, last, k).ok());
+  auto propose = [&](int64_t round, int32_t k) {
+    EXPECT_TRUE(s.BeginPropose(round, k).ok());
     while (s.NextStep(&pass)) {
       EXPECT_TRUE(draft.backend->Forward({pass}, &logits).ok());
       s.FinishStep(logits.data());
     }
     return s.TakeProposal();
   };
-  Proposal p0 = propose(0, std::nullopt, 4);
+  Proposal p0 = propose(0, 4);
   ASSERT_EQ(p0.tokens.size(), 4u);
   EXPECT_EQ(s.kv().length, 3 + 4);  // prompt minus pending, then pending, d1..d3 fed
   // Two accepted: committed = prompt + d1 d2 + x (7 tokens); cache keeps 6.
-  propose(1, RoundResult{0, 2, 77}, 0);
+  ASSERT_TRUE(s.Commit({0, 2, 77}).ok());
   EXPECT_EQ(s.committed().size(), 7u);
   EXPECT_EQ(s.kv().length, 6);
-  Proposal p2 = propose(2, RoundResult{1, 0, 78}, 3);
+  // A plain round (nothing proposed) commits only its token; no pass.
+  ASSERT_TRUE(s.Commit({1, 0, 78}).ok());
+  EXPECT_EQ(s.kv().length, 6);
+  Proposal p2 = propose(2, 3);
   EXPECT_EQ(s.kv().length, 8 + 2);  // committed 8: two fed to catch up, then d1, d2
   // All three accepted: committed = 8 + 3 + 1 = 12; the cache lacks d3.
-  propose(3, RoundResult{2, 3, 79}, 0);
+  ASSERT_TRUE(s.Commit({2, 3, 79}).ok());
   EXPECT_EQ(s.committed().size(), 12u);
   EXPECT_EQ(s.kv().length, 10);
-  propose(4, RoundResult{3, 0, 80}, 1);  // feeds d3, x, then 80: one pass of 3 tokens
+  ASSERT_TRUE(s.Commit({3, 0, 80}).ok());
+  propose(4, 1);  // feeds d3, x, then 80: one pass of 3 tokens
   EXPECT_EQ(s.kv().length, 13);
-  // A stale or replayed round is refused and changes nothing.
-  EXPECT_EQ(s.BeginPropose(4, RoundResult{3, 0, 80}, 1).code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(s.BeginPropose(5, RoundResult{4, 2, 80}, 1).code(), absl::StatusCode::kInvalidArgument);
+  // A stale, replayed or ill-fitting message is refused and changes nothing.
+  EXPECT_EQ(s.Commit({3, 0, 80}).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(s.Commit({4, 2, 80}).code(), absl::StatusCode::kInvalidArgument);  // 2 of 1 proposed
+  EXPECT_EQ(s.Commit({4, 0, 1 << 20}).code(), absl::StatusCode::kInvalidArgument);  // outside the vocabulary
+  EXPECT_EQ(s.BeginPropose(4, 1).code(), absl::StatusCode::kFailedPrecondition);  // one proposal per round
+  EXPECT_EQ(s.BeginPropose(5, 1).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(s.committed().size(), 13u);
+  EXPECT_EQ(s.kv().length, 13);
+  ASSERT_TRUE(s.Commit({4, 1, 81}).ok());
+  EXPECT_EQ(s.committed().size(), 15u);
   s.Close();
   EXPECT_EQ(draft.backend->kv_pool().used_blocks(), 0);
 }
@@ -382,7 +394,7 @@ TEST(SpecRollback, DraftLookupProposesTheRepeatWithoutAPass) {
   std::vector<float> logits;
   ASSERT_TRUE(s.Open(spec, &pass).ok());
   ASSERT_TRUE(draft.backend->Forward({pass}, &logits).ok());
-  ASSERT_TRUE(s.BeginPropose(0, std::nullopt, 3).ok());
+  ASSERT_TRUE(s.BeginPropose(0, 3).ok());
   EXPECT_FALSE(s.NextStep(&pass));  // no draft pass
   Proposal p = s.TakeProposal();
   EXPECT_EQ(p.tokens, (std::vector<TokenId>{597, 266, 433}));
@@ -393,7 +405,8 @@ TEST(SpecRollback, DraftLookupProposesTheRepeatWithoutAPass) {
   EXPECT_EQ(s.kv().length, 6);  // the prompt minus its pending token, nothing more
   // Two accepted, then 999 (no earlier occurrence of "266 999"): a model
   // proposal whose first pass feeds the pending token, both accepted tokens and 999.
-  ASSERT_TRUE(s.BeginPropose(1, RoundResult{0, 2, 999}, 2).ok());
+  ASSERT_TRUE(s.Commit({0, 2, 999}).ok());
+  ASSERT_TRUE(s.BeginPropose(1, 2).ok());
   ASSERT_TRUE(s.NextStep(&pass));
   EXPECT_EQ(pass.tokens.size(), 4u);
   ASSERT_TRUE(draft.backend->Forward({pass}, &logits).ok());
@@ -412,7 +425,7 @@ TEST(SpecRollback, DraftLookupProposesTheRepeatWithoutAPass) {
   spec.draft.temperature = 1.0f;
   ASSERT_TRUE(s.Open(spec, &pass).ok());
   ASSERT_TRUE(draft.backend->Forward({pass}, &logits).ok());
-  ASSERT_TRUE(s.BeginPropose(0, std::nullopt, 3).ok());
+  ASSERT_TRUE(s.BeginPropose(0, 3).ok());
   EXPECT_TRUE(s.NextStep(&pass));
   s.Close();
   EXPECT_EQ(draft.backend->kv_pool().used_blocks(), 0);
