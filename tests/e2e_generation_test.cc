@@ -2,6 +2,7 @@
 // every drafter; streaming order, unary, stop strings, max tokens, model
 // info, and /metrics agreeing with the per-request statistics.
 #include <algorithm>
+#include <functional>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -209,6 +210,60 @@ TEST_F(GenerationTest, StopTokenIdEndsBeforeItAndPromptTokensAreCounted) {
   EXPECT_EQ(r.final.finish_reason(), "stop");
   req.add_stop_token_ids(1 << 30);  // outside the vocabulary
   EXPECT_EQ(e2e::Generate(*cluster_->stub, req).status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+// Constraints through the services: greedy under a logit bias, penalties
+// and min_tokens is, for every drafter and K, token for token what the
+// plain (K = 0) constrained request gives; the rules change the output;
+// bad values are INVALID_ARGUMENT naming the field.
+TEST_F(GenerationTest, ConstrainedGreedyEqualsPlainConstrainedGreedy) {
+  e2e::StreamResult full = e2e::Generate(*cluster_->stub, Request(kPrompts[1], 32, v1::DRAFTER_NONE, 0));
+  ASSERT_TRUE(full.status.ok());
+  ASSERT_GT(full.ids.size(), 8u);
+  const int32_t stop = full.ids[5];
+  const size_t first = std::find(full.ids.begin(), full.ids.end(), stop) - full.ids.begin();
+  const auto constrained = [&](v1::Drafter drafter, int k) {
+    v1::GenerateRequest req = Request(kPrompts[1], 32, drafter, k);
+    (*req.mutable_logit_bias())[full.ids[0]] = -100.0f;
+    (*req.mutable_logit_bias())[full.ids[3]] = 3.0f;
+    req.set_presence_penalty(0.8f);
+    req.set_frequency_penalty(0.4f);
+    req.add_stop_token_ids(stop);
+    req.set_min_tokens(static_cast<int32_t>(first) + 3);
+    return req;
+  };
+  e2e::StreamResult plain = e2e::Generate(*cluster_->stub, constrained(v1::DRAFTER_NONE, 0));
+  ASSERT_TRUE(plain.status.ok()) << plain.status.error_message();
+  EXPECT_NE(plain.ids, full.ids);
+  EXPECT_EQ(std::count(plain.ids.begin(), plain.ids.end(), full.ids[0]), 0);
+  ASSERT_GE(plain.ids.size(), first + 3);
+  for (v1::Drafter drafter : {v1::DRAFTER_MODEL, v1::DRAFTER_NGRAM}) {
+    for (int k : {1, 4}) {
+      e2e::StreamResult r = e2e::Generate(*cluster_->stub, constrained(drafter, k));
+      ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+      EXPECT_EQ(r.ids, plain.ids) << "drafter " << drafter << ", K " << k;
+    }
+  }
+  v1::GenerateRequest eos = Request(kPrompts[1], 32, v1::DRAFTER_MODEL, 4);
+  eos.set_ignore_eos(true);
+  (*eos.mutable_logit_bias())[tokenizer_->eos()] = 100.0f;  // would end at once
+  e2e::StreamResult r = e2e::Generate(*cluster_->stub, eos);
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  EXPECT_EQ(r.ids.size(), 32u);
+
+  const auto refused = [&](const std::function<void(v1::GenerateRequest*)>& set, const std::string& field) {
+    v1::GenerateRequest req = Request(kPrompts[0], 8, v1::DRAFTER_MODEL);
+    set(&req);
+    e2e::StreamResult bad = e2e::Generate(*cluster_->stub, req);
+    EXPECT_EQ(bad.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << field;
+    EXPECT_NE(bad.status.error_message().find(field), std::string::npos) << bad.status.error_message();
+  };
+  refused([](v1::GenerateRequest* q) { (*q->mutable_logit_bias())[1 << 30] = 1.0f; }, "logit_bias");
+  refused([](v1::GenerateRequest* q) { (*q->mutable_logit_bias())[3] = 200.0f; }, "logit_bias");
+  refused([](v1::GenerateRequest* q) { q->set_presence_penalty(3.0f); }, "presence_penalty");
+  refused([](v1::GenerateRequest* q) { q->set_frequency_penalty(-2.5f); }, "frequency_penalty");
+  refused([](v1::GenerateRequest* q) { q->set_min_p(1.5f); }, "min_p");
+  refused([](v1::GenerateRequest* q) { q->set_min_tokens(9); }, "min_tokens");
 }
 
 TEST_F(GenerationTest, RequestIdComesBackInMetadataAndIsLogged) {
