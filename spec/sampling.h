@@ -33,8 +33,8 @@ struct SamplingParams {
   float temperature = 0.0f;  // >= 0, finite
   int32_t top_k = 0;         // 0 = off; k >= vocab is also off
   float top_p = 1.0f;        // (0, 1]; 1 = off
-  float min_p = 0.0f;        // [0, 1]; 0 = off
   uint64_t seed = 0;         // keys every random draw (spec/rng.h)
+  float min_p = 0.0f;        // [0, 1]; 0 = off (last: keeps positional initialisers valid)
 };
 
 // INVALID_ARGUMENT naming the field when a value is out of range.

@@ -66,6 +66,24 @@ TEST(ProtoConvertTest, SessionSpecRoundTrips) {
   EXPECT_EQ(back.draft.top_n, 16);
   EXPECT_EQ(back.draft.top_p, 0.95f);
   EXPECT_EQ(back.max_new_tokens, 77);
+  EXPECT_FALSE(back.rules.active());
+  spec.target.min_p = 0.05f;
+  spec.rules.logit_bias = {{3, -100.0f}, {9, 2.5f}};
+  spec.rules.presence_penalty = 0.5f;
+  spec.rules.frequency_penalty = -0.25f;
+  spec.rules.min_tokens = 4;
+  spec.rules.ignore_eos = true;
+  spec.rules.eos_ids = {2};
+  spec.rules.stop_ids = {7, 8};
+  back = rpc::SpecFromProto(rpc::SpecToProto(spec));
+  EXPECT_EQ(back.target.min_p, 0.05f);
+  EXPECT_EQ(back.rules.logit_bias, spec.rules.logit_bias);
+  EXPECT_EQ(back.rules.presence_penalty, 0.5f);
+  EXPECT_EQ(back.rules.frequency_penalty, -0.25f);
+  EXPECT_EQ(back.rules.min_tokens, 4);
+  EXPECT_TRUE(back.rules.ignore_eos);
+  EXPECT_EQ(back.rules.eos_ids, spec.rules.eos_ids);
+  EXPECT_EQ(back.rules.stop_ids, spec.rules.stop_ids);
   // An absent draft rule means the defaults, not zeros.
   v1::SessionOpen bare;
   bare.add_prompt(1);
