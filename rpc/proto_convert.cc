@@ -33,6 +33,7 @@ v1::SessionOpen SpecToProto(const SessionSpec& spec) {
   o.set_ignore_eos(r.ignore_eos);
   o.mutable_eos_ids()->Add(r.eos_ids.begin(), r.eos_ids.end());
   o.mutable_stop_ids()->Add(r.stop_ids.begin(), r.stop_ids.end());
+  o.set_grammar(r.grammar);
   return o;
 }
 
@@ -63,6 +64,7 @@ SessionSpec SpecFromProto(const v1::SessionOpen& o) {
   r.ignore_eos = o.ignore_eos();
   r.eos_ids.assign(o.eos_ids().begin(), o.eos_ids().end());
   r.stop_ids.assign(o.stop_ids().begin(), o.stop_ids().end());
+  r.grammar = o.grammar();  // the receiver compiles it into r.filter
   return spec;
 }
 

@@ -45,6 +45,9 @@ absl::Status ValidateLogitRules(const LogitRules& r, int32_t vocab) {
   if (r.min_tokens < 0) return absl::InvalidArgumentError(absl::StrCat("min_tokens ", r.min_tokens, " must be >= 0"));
   RETURN_IF_ERROR(CheckIds(r.eos_ids, "eos_ids", vocab));
   RETURN_IF_ERROR(CheckIds(r.stop_ids, "stop_ids", vocab));
+  if (!r.grammar.empty() && r.filter == nullptr) {
+    return absl::InvalidArgumentError("grammar: given but not compiled into a token filter here");
+  }
   return absl::OkStatus();
 }
 

@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -46,22 +47,26 @@ struct LogitRules {
   // holds back eos_ids only.
   std::vector<TokenId> eos_ids;
   std::vector<TokenId> stop_ids;
-  // A grammar at the start of the output (not on the wire: each service
-  // builds it from the request, docs/exact_verification.md). Each followed
-  // sequence holds its own Clone; the prototype is never advanced.
+  // A grammar's source (e.g. a JSON Schema for constrain/): what travels on
+  // the wire. Each side compiles it into `filter` for its own vocabulary
+  // (the coordinator when planning, each service right after SpecFromProto);
+  // a spec with a grammar and no filter is refused, never run unconstrained.
+  std::string grammar;
+  // The compiled grammar at the start of the output. Each followed sequence
+  // holds its own Clone; the prototype is never advanced.
   std::shared_ptr<const TokenFilter> filter;
 
   // Whether Apply can change any row. Without active rules a session keeps
   // its device paths.
   bool active() const {
     return !logit_bias.empty() || presence_penalty != 0.0f || frequency_penalty != 0.0f || min_tokens > 0 ||
-           ignore_eos || filter != nullptr;
+           ignore_eos || filter != nullptr || !grammar.empty();
   }
 };
 
 // INVALID_ARGUMENT naming the field (logit_bias, presence_penalty,
-// frequency_penalty, min_tokens, eos_ids, stop_ids) when a value is out of
-// range or an id is outside [0, vocab).
+// frequency_penalty, min_tokens, eos_ids, stop_ids, grammar) when a value is
+// out of range, an id is outside [0, vocab), or a grammar was not compiled.
 absl::Status ValidateLogitRules(const LogitRules& rules, int32_t vocab);
 
 class LogitState {

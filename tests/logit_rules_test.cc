@@ -131,6 +131,9 @@ TEST(LogitRules, BadValuesAreRefusedNamingTheField) {
   r.frequency_penalty = 0;
   r.min_tokens = -1;
   EXPECT_NE(message(r).find("min_tokens"), std::string::npos);
+  r.min_tokens = 0;
+  r.grammar = "{}";  // a grammar nobody compiled is refused, never ignored
+  EXPECT_NE(message(r).find("grammar"), std::string::npos);
   SamplingParams p;
   p.min_p = 1.5f;
   EXPECT_NE(std::string(Validate(p).message()).find("min_p"), std::string::npos);

@@ -84,6 +84,10 @@ TEST(ProtoConvertTest, SessionSpecRoundTrips) {
   EXPECT_TRUE(back.rules.ignore_eos);
   EXPECT_EQ(back.rules.eos_ids, spec.rules.eos_ids);
   EXPECT_EQ(back.rules.stop_ids, spec.rules.stop_ids);
+  spec.rules.grammar = R"({"type": "object"})";
+  back = rpc::SpecFromProto(rpc::SpecToProto(spec));
+  EXPECT_EQ(back.rules.grammar, spec.rules.grammar);
+  EXPECT_EQ(back.rules.filter, nullptr);  // each side compiles its own
   // An absent draft rule means the defaults, not zeros.
   v1::SessionOpen bare;
   bare.add_prompt(1);
