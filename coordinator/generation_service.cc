@@ -195,7 +195,8 @@ GenerationService::GenerationService(CoordinatorMetrics* metrics, CoordinatorOpt
           queue.on_waiting = [metrics](int delta) { metrics->requests_waiting.Increment(delta); };
         }
         return std::move(queue);
-      }()) {}
+      }()),
+      workers_(queue.max_running) {}  // an int: the move into queue_ left it as it was
 
 uint64_t GenerationService::Enqueue(int slots, std::chrono::system_clock::time_point deadline,
                                     RequestQueue::Decision decide) {
@@ -206,7 +207,7 @@ uint64_t GenerationService::Enqueue(int slots, std::chrono::system_clock::time_p
   return queue_.Submit(slots, SteadyDeadline(deadline), std::move(decide));
 }
 
-void GenerationService::Spawn(std::function<void()> work) { std::thread(std::move(work)).detach(); }
+void GenerationService::Spawn(std::function<void()> work) { workers_.Run(std::move(work)); }
 
 void GenerationService::EndRequest(const grpc::Status& s) {
   CountRequest(s);

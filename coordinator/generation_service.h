@@ -2,9 +2,9 @@
 // Callback API: each call's reactor puts the request in the coordinator's
 // queue (coordinator/request_queue.h: a run slot now, or a wait in arrival
 // order until one frees or the request's deadline or --queue-timeout-s
-// passes) and, once it may run, hands it to its own worker thread
-// (RunGeneration blocks on the services' streams; gRPC's callback threads
-// must never block). The reactor forwards the client's cancellation to the
+// passes) and, once it may run, hands it to a worker thread
+// (coordinator/request_workers.h: RunGeneration blocks on the services'
+// streams; gRPC's callback threads must never block). The reactor forwards the client's cancellation to the
 // queue and to the request's CancelGroup, which cancels both service
 // sessions; deadlines travel with the session contexts.
 #pragma once
@@ -19,6 +19,7 @@
 #include "coordinator/coordinator_metrics.h"
 #include "coordinator/request_queue.h"
 #include "coordinator/request_runner.h"
+#include "coordinator/request_workers.h"
 #include "coordinator/upstreams.h"
 #include "specserve/v1/generation.grpc.pb.h"
 
@@ -55,7 +56,7 @@ class GenerationService final : public v1::Generation::CallbackService {
   uint64_t Enqueue(int slots, std::chrono::system_clock::time_point deadline, RequestQueue::Decision decide);
   // The caller left: a request still waiting is refused with CANCELLED.
   void Dequeue(uint64_t ticket) { queue_.Cancel(ticket); }
-  // Runs the request on a new thread; the work ends with EndRequest.
+  // Runs the request on a worker thread; the work ends with EndRequest.
   void Spawn(std::function<void()> work);
   // Counts the request's outcome and frees its slot. Called once by the
   // spawned work before it answers the client, so that a client which
@@ -73,7 +74,9 @@ class GenerationService final : public v1::Generation::CallbackService {
   std::atomic<Upstreams*> upstreams_{nullptr};
   CoordinatorMetrics* metrics_;
   CoordinatorOptions opts_;
-  RequestQueue queue_;  // last: its timer thread stops first
+  RequestQueue queue_;
+  // Last: its threads finish their work and are joined first.
+  RequestWorkers workers_;
 };
 
 }  // namespace specserve

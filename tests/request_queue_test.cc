@@ -1,6 +1,7 @@
 // The coordinator's admission queue (coordinator/request_queue.h) and the
 // waiting line both admission queues share (rpc/wait_queue.h): arrival order,
-// deadlines, the line's limit, cancellation and draining.
+// deadlines, the line's limit, cancellation and draining; and the threads
+// admitted requests run on (coordinator/request_workers.h).
 #include "coordinator/request_queue.h"
 
 #include <gtest/gtest.h>
@@ -13,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "coordinator/request_workers.h"
 #include "rpc/wait_queue.h"
 
 namespace specserve {
@@ -220,6 +222,43 @@ TEST(RequestQueue, TheWaitingGaugeFollowsTheLineAndEveryDecisionComesOnce) {
   EXPECT_GT(started.load(), 0);
   EXPECT_EQ(gauge.load(), 0);
   EXPECT_EQ(q.running(), 0);
+}
+
+// At most max_threads threads, reused; work beyond them waits its turn,
+// and destruction runs everything handed in before it joins.
+TEST(RequestWorkers, BoundedThreadsRunEveryWorkAndJoinOnDestruction) {
+  std::atomic<int> done{0}, running{0}, most{0};
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  {
+    RequestWorkers workers(2);
+    for (int i = 0; i < 5; ++i) {
+      workers.Run([&, released] {
+        const int now = ++running;
+        int seen = most.load();
+        while (now > seen && !most.compare_exchange_weak(seen, now)) {
+        }
+        released.wait();
+        --running;
+        ++done;
+      });
+    }
+    // Two run (held); three wait for a thread.
+    for (int i = 0; i < 200 && running.load() < 2; ++i) std::this_thread::sleep_for(5ms);
+    EXPECT_EQ(running.load(), 2);
+    EXPECT_EQ(workers.threads(), 2);
+    EXPECT_EQ(done.load(), 0);
+    release.set_value();
+    for (int i = 0; i < 400 && done.load() < 5; ++i) std::this_thread::sleep_for(5ms);
+    EXPECT_EQ(done.load(), 5);
+    for (int i = 0; i < 400 && workers.idle_threads() < 2; ++i) std::this_thread::sleep_for(5ms);
+    // Idle threads are reused, not added.
+    workers.Run([&] { ++done; });
+    workers.Run([&] { ++done; });
+    EXPECT_EQ(workers.threads(), 2);
+  }
+  EXPECT_EQ(done.load(), 7);  // the last two ran before the pool was gone
+  EXPECT_EQ(most.load(), 2);
 }
 
 TEST(SteadyDeadline, NoneStaysNoneAndAFiniteOneKeepsItsDistance) {
