@@ -76,19 +76,21 @@ absl::Status CpuEagleHead::Append(EagleSeq& seq, absl::Span<const TokenId> token
   return absl::OkStatus();
 }
 
-// Causal attention of the n newest positions (already in seq) over
-// [0, their position]: attn_ [n, n_head * head_dim].
+// Causal attention of the n newest positions (already in seq) over the
+// window that ends at each: attn_ [n, n_head * head_dim].
 void CpuEagleHead::Attend(const EagleSeq& seq, int64_t n) {
   const int64_t hd = c_.head_dim, kvd = c_.kv_dim(), group = c_.n_head / c_.n_head_kv;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   scores_.resize(seq.length);
   for (int64_t i = 0; i < n; ++i) {
     const int64_t p = seq.length - n + i;
+    // The head attends to the last `window` positions (0: all of them).
+    const int64_t first = c_.window > 0 ? std::max<int64_t>(0, p - c_.window + 1) : 0;
     for (int64_t hq = 0; hq < c_.n_head; ++hq) {
       const float* q = q_.data() + i * c_.n_embd + hq * hd;
       const int64_t off = (hq / group) * hd;
       float mx = -INFINITY;
-      for (int64_t j = 0; j <= p; ++j) {
+      for (int64_t j = first; j <= p; ++j) {
         const float* kj = seq.k.data() + j * kvd + off;
         float s = 0;
         for (int64_t e = 0; e < hd; ++e) s += q[e] * kj[e];
@@ -96,10 +98,10 @@ void CpuEagleHead::Attend(const EagleSeq& seq, int64_t n) {
         mx = std::max(mx, scores_[j]);
       }
       float sum = 0;
-      for (int64_t j = 0; j <= p; ++j) sum += scores_[j] = std::exp(scores_[j] - mx);
+      for (int64_t j = first; j <= p; ++j) sum += scores_[j] = std::exp(scores_[j] - mx);
       float* out = attn_.data() + i * c_.n_embd + hq * hd;
       std::fill(out, out + hd, 0.0f);
-      for (int64_t j = 0; j <= p; ++j) {
+      for (int64_t j = first; j <= p; ++j) {
         const float a = scores_[j] / sum;
         const float* vj = seq.v.data() + j * kvd + off;
         for (int64_t e = 0; e < hd; ++e) out[e] += a * vj[e];

@@ -54,6 +54,12 @@ absl::StatusOr<EagleHeadConfig> ConfigFromGguf(const GgufFile& f) {
   ASSIGN_OR_RETURN(const double eps, f.GetFloatOr(Key("attention.layer_norm_rms_epsilon"), 1e-5));
   ASSIGN_OR_RETURN(const double base, f.GetFloatOr(Key("rope.freq_base"), 10000.0));
   if (!(eps > 0 && eps < 1) || !(base > 1)) return absl::InvalidArgumentError("head metadata: bad rms epsilon or rope base");
+  ASSIGN_OR_RETURN(const int64_t window, f.GetIntOr(Key("attention.sliding_window"), 0));
+  if (window < 0 || window > c.n_ctx) {
+    return absl::InvalidArgumentError(absl::StrCat("head metadata ", Key("attention.sliding_window"), " = ", window,
+                                                   " is out of range (0..", c.n_ctx, ")"));
+  }
+  c.window = static_cast<int32_t>(window);
   c.rms_eps = static_cast<float>(eps);
   c.rope_base = static_cast<float>(base);
   ASSIGN_OR_RETURN(c.target_n_embd,

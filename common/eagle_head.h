@@ -12,7 +12,8 @@
 // File: GGUF, general.architecture = "specserve-eagle", keys
 //   specserve-eagle.{embedding_length, feed_forward_length, context_length,
 //     attention.head_count, attention.head_count_kv,
-//     attention.layer_norm_rms_epsilon, rope.freq_base}
+//     attention.layer_norm_rms_epsilon, attention.sliding_window (optional),
+//     rope.freq_base}
 //   specserve-eagle.target.{embedding_length, vocab_size, fingerprint}
 // and exactly the tensors fc.weight [n_embd, 2 * n_embd] (input: embedding
 // first, then feature), blk.0.{attn_norm, ffn_norm}.weight [n_embd] F32, and
@@ -42,6 +43,9 @@ struct EagleHeadConfig {
   int32_t n_ctx = 0;
   float rms_eps = 1e-5f;
   float rope_base = 10000.f;
+  // Attention reaches the last `window` positions, the length of the
+  // windows it was trained on (attention.sliding_window; 0 or absent: all).
+  int32_t window = 0;
   // The target it was trained for.
   int32_t target_n_embd = 0;
   int32_t target_vocab = 0;

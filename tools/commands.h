@@ -13,5 +13,6 @@ int Client(int argc, char** argv);
 int ServeBench(int argc, char** argv);
 int Inflate(int argc, char** argv);
 int DumpFeatures(int argc, char** argv);
+int EagleBench(int argc, char** argv);
 
 }  // namespace specserve::cli

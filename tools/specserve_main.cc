@@ -19,7 +19,8 @@ constexpr char kUsage[] =
     "  client      stream one request from a running coordinator\n"
     "  serve-bench the three-process deployment against plain and in-process decoding\n"
     "  inflate     widen a small model to a real model's shapes and write it as GGUF\n"
-    "  dump-features  the target's features over a corpus, for training an EAGLE head\n";
+    "  dump-features  the target's features over a corpus, for training an EAGLE head\n"
+    "  eagle-bench    greedy self-speculation with an EAGLE head against plain decoding\n";
 
 }  // namespace
 
@@ -38,6 +39,7 @@ int main(int argc, char** argv) {
   if (cmd == "serve-bench") return specserve::cli::ServeBench(argc, argv);
   if (cmd == "inflate") return specserve::cli::Inflate(argc, argv);
   if (cmd == "dump-features") return specserve::cli::DumpFeatures(argc, argv);
+  if (cmd == "eagle-bench") return specserve::cli::EagleBench(argc, argv);
   std::fprintf(stderr, "specserve: unknown command '%s'\n\n%s", cmd.c_str(), kUsage);
   return 2;
 }

@@ -243,6 +243,7 @@ def main():
     ap.add_argument("--noise", type=float, default=0.1, help="uniform feature noise, times the features' std")
     ap.add_argument("--ff", type=int, default=0, help="the head's FFN width (0: the target's)")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--init", default="", help="start from this head's weights (a head this script wrote)")
     a = ap.parse_args()
     torch.set_num_threads(1)
     torch.manual_seed(a.seed)
@@ -271,8 +272,9 @@ def main():
     with open(lst, "w") as f:
         f.write("\n".join(files) + "\n")
     feat_path = os.path.join(a.workdir, f"features-{os.path.basename(a.target)}-{a.tokens}-{a.seed}.bin")
-    subprocess.run([a.specserve, "dump-features", "--target", a.target, "--files", lst, "--out", feat_path,
-                    "--chunk", str(a.chunk), "--max-tokens", str(a.tokens)], check=True)
+    if not os.path.exists(feat_path):
+      subprocess.run([a.specserve, "dump-features", "--target", a.target, "--files", lst, "--out", feat_path,
+                      "--chunk", str(a.chunk), "--max-tokens", str(a.tokens)], check=True)
     fd, fv, starts, tokens, feats = read_features(feat_path)
     assert fd == n_embd and fv == vocab, "the dump is of another target"
     print(f"features: {len(tokens)} tokens in {len(starts) - 1} sequences ({time.time() - t0:.0f} s)", flush=True)
@@ -313,6 +315,15 @@ def main():
         return reg, ce, agree
 
     head = Head(n_embd, n_head, n_head_kv, n_ff, eps, base)
+    if a.init:
+        _, it, idata = read_gguf(a.init)
+        names = {"fc": "fc.weight", "attn_norm": "blk.0.attn_norm.weight", "wq": "blk.0.attn_q.weight",
+                 "wk": "blk.0.attn_k.weight", "wv": "blk.0.attn_v.weight", "wo": "blk.0.attn_output.weight",
+                 "ffn_norm": "blk.0.ffn_norm.weight", "gate": "blk.0.ffn_gate.weight", "up": "blk.0.ffn_up.weight",
+                 "down": "blk.0.ffn_down.weight"}
+        with torch.no_grad():
+            for attr, name in names.items():
+                getattr(head, attr).copy_(torch.from_numpy(tensor_f32(it, idata, name)))
     opt = torch.optim.AdamW(head.parameters(), lr=a.lr, weight_decay=0.0)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / 100))
     step = 0
@@ -343,7 +354,7 @@ def main():
             (f"{ARCH}.embedding_length", "u32", n_embd), (f"{ARCH}.feed_forward_length", "u32", n_ff),
             (f"{ARCH}.attention.head_count", "u32", n_head), (f"{ARCH}.attention.head_count_kv", "u32", n_head_kv),
             (f"{ARCH}.attention.layer_norm_rms_epsilon", "f32", eps), (f"{ARCH}.rope.freq_base", "f32", base),
-            (f"{ARCH}.context_length", "u32", n_ctx),
+            (f"{ARCH}.context_length", "u32", n_ctx), (f"{ARCH}.attention.sliding_window", "u32", a.seq),
             (f"{ARCH}.target.embedding_length", "u32", n_embd), (f"{ARCH}.target.vocab_size", "u32", vocab),
             (f"{ARCH}.target.fingerprint", "str", fp)]
     write_head(a.out, meta, [
