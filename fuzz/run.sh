@@ -38,7 +38,7 @@ fi
 secs=${1:-60}
 jobs=${JOBS:-$(nproc)}
 build=build-fuzz
-targets=(fuzz_gguf fuzz_spm_tokenizer fuzz_bpe_tokenizer fuzz_proto_convert fuzz_chat_template)
+targets=(fuzz_gguf fuzz_spm_tokenizer fuzz_bpe_tokenizer fuzz_proto_convert fuzz_chat_template fuzz_json_schema)
 if [ -n "${FUZZ_TARGETS:-}" ]; then read -ra targets <<<"$FUZZ_TARGETS"; fi
 
 t0=$(date +%s)
