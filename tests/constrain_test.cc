@@ -173,6 +173,16 @@ struct Bundled {
   std::unique_ptr<Tokenizer> tok;
   std::shared_ptr<const TokenVocabulary> vocab;
 };
+Bundled* LoadModel(const std::string& file) {
+  auto* out = new Bundled;
+  auto f = GgufFile::Open(BundledModel(file));
+  if (!f.ok()) return out;
+  auto tok = Tokenizer::FromGguf(**f);
+  if (!tok.ok()) return out;
+  out->tok = std::move(*tok);
+  out->vocab = TokenVocabulary::FromTokenizer(*out->tok);
+  return out;
+}
 const Bundled* LoadBundled() {
   static const Bundled* b = [] {
     auto* out = new Bundled;
@@ -376,12 +386,14 @@ TEST(ConstrainTokenTest, SharedCacheFromManyThreadsGivesTheSameMasks) {
   EXPECT_LE(cache->size(), 64u);
 }
 
-// Mask cost per position on the bundled vocabulary (median microseconds),
+// Mask cost per position on the bundled vocabularies (median microseconds),
 // uncached (a fresh trie walk) and cached; run with
 // --gtest_also_run_disabled_tests --gtest_filter='*MaskCost*'.
-TEST(ConstrainTokenTest, DISABLED_MaskCost) {
-  const Bundled* b = LoadBundled();
-  if (b->tok == nullptr) SPECSERVE_MISSING_INPUT(BundledModel("code-target-7m.gguf"));
+class ConstrainMaskCostTest : public ::testing::TestWithParam<const char*> {};
+INSTANTIATE_TEST_SUITE_P(Bundled, ConstrainMaskCostTest, ::testing::Values("code-target-7m.gguf", "code-bpe-4m.gguf"));
+TEST_P(ConstrainMaskCostTest, DISABLED_MaskCost) {
+  const std::unique_ptr<Bundled> b(LoadModel(GetParam()));
+  if (b->tok == nullptr) SPECSERVE_MISSING_INPUT(BundledModel(GetParam()));
   const json schema = json::parse(ReadAll(SourceDir() + "/tests/data/schemas/order_nested.json"));
   auto g = MustCompile(schema);
   ASSERT_NE(g, nullptr);
@@ -416,9 +428,9 @@ TEST(ConstrainTokenTest, DISABLED_MaskCost) {
     std::sort(v.begin(), v.end());
     return v[v.size() / 2];
   };
-  std::printf("vocab %d, trie nodes %zu, positions %zu: mask median uncached %.1f us, cached %.2f us "
+  std::printf("%s: vocab %d, trie nodes %zu, positions %zu: mask median uncached %.1f us, cached %.2f us "
               "(second lookup of the same state), brute force %.0f us\n",
-              b->vocab->vocab_size(), b->vocab->trie().size(), uncached.size(), median(uncached), median(cached),
+              GetParam(), b->vocab->vocab_size(), b->vocab->trie().size(), uncached.size(), median(uncached), median(cached),
               median(brute));
 }
 
