@@ -211,7 +211,8 @@ void OpenAiHandler::Handle(openai::Endpoint endpoint, const httplib::Request& re
   // The plan's checks (prompt, max_tokens against the context, stops) before
   // a stream has started; the worker plans again.
   if (absl::StatusOr<Plan> plan =
-          PlanRequest(requests[0], svc_->options(), up->tokenizer(), up->config(), up->draft_configured());
+          PlanRequest(requests[0], svc_->options(), up->tokenizer(), up->config(), up->draft_configured(),
+                      &up->grammar());
       !plan.ok()) {
     return fail(plan.status());
   }

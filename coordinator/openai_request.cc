@@ -252,12 +252,42 @@ absl::Status RefuseUnsupported(Endpoint endpoint, const json& body) {
     if (best_of && *best_of > 1) return InvalidParam("best_of", "best_of not supported (use n)");
   } else {
     if (const json* t = Field(body, "tools"); t != nullptr && !t->empty()) return InvalidParam("tools", "tools not supported");
-    if (const json* f = Field(body, "response_format")) {
-      if (!f->is_object() || Field(*f, "type") == nullptr || (*f)["type"] != "text") {
-        return InvalidParam("response_format", "only response_format {\"type\": \"text\"} is supported");
-      }
-    }
   }
+  return absl::OkStatus();
+}
+
+// response_format (chat and completions): {"type": "text"}; {"type":
+// "json_object"} (any JSON object); {"type": "json_schema", "json_schema":
+// {"name": ..., "schema": {...}, "strict": ...}}, the schema enforced
+// whatever `strict` says. The schema is taken from the body re-read with
+// its key order kept: properties are generated in the schema's order.
+absl::Status ReadResponseFormat(const json& body, std::string_view text, v1::GenerateRequest* g) {
+  const json* f = Field(body, "response_format");
+  if (f == nullptr) return absl::OkStatus();
+  const json* type = f->is_object() ? Field(*f, "type") : nullptr;
+  if (type == nullptr || !type->is_string()) {
+    return InvalidParam("response_format", "response_format must be an object with a string \"type\"");
+  }
+  const std::string& t = type->get_ref<const std::string&>();
+  if (t == "text") return absl::OkStatus();
+  if (t == "json_object") {
+    g->set_json_schema(R"({"type":"object"})");
+    return absl::OkStatus();
+  }
+  if (t != "json_schema") {
+    return InvalidParam("response_format", absl::StrCat("response_format type \"", t.substr(0, 32),
+                                                        "\" is not text, json_object or json_schema"));
+  }
+  const json* js = Field(*f, "json_schema");
+  if (js == nullptr || !js->is_object()) {
+    return InvalidParam("response_format", "response_format json_schema needs a \"json_schema\" object");
+  }
+  const json* schema = Field(*js, "schema");
+  if (schema == nullptr || !schema->is_object()) {
+    return InvalidParam("response_format", "response_format json_schema needs a \"schema\" object");
+  }
+  const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
+  g->set_json_schema(ordered.is_discarded() ? schema->dump() : ordered["response_format"]["json_schema"]["schema"].dump());
   return absl::OkStatus();
 }
 
@@ -310,6 +340,7 @@ absl::StatusOr<Request> ParseRequest(Endpoint endpoint, std::string_view text) {
   RETURN_IF_ERROR(ReadLogprobs(endpoint, body, &g));
   RETURN_IF_ERROR(ReadSpeculative(body, &g));
   RETURN_IF_ERROR(ReadConstraints(body, &g));
+  RETURN_IF_ERROR(ReadResponseFormat(body, text, &g));
   if (g.min_tokens() > 0 && max_tokens && *max_tokens < g.min_tokens()) {
     return InvalidParam("min_tokens", absl::StrCat("min_tokens ", g.min_tokens(), " exceeds max_tokens ", *max_tokens));
   }

@@ -8,7 +8,8 @@
 namespace specserve {
 
 absl::StatusOr<Plan> PlanRequest(const v1::GenerateRequest& req, const CoordinatorOptions& opts,
-                                 const Tokenizer& tokenizer, const ModelConfig& config, bool draft_configured) {
+                                 const Tokenizer& tokenizer, const ModelConfig& config, bool draft_configured,
+                                 const constrain::GrammarCompiler* grammar) {
   Plan plan;
   SessionSpec& spec = plan.spec;
   if (req.has_token_ids()) {
@@ -65,6 +66,21 @@ absl::StatusOr<Plan> PlanRequest(const v1::GenerateRequest& req, const Coordinat
   rules.min_tokens = req.min_tokens();
   rules.ignore_eos = req.ignore_eos();
   if (rules.min_tokens > 0 || rules.ignore_eos) rules.eos_ids = {tokenizer.eos()};
+  if (!req.json_schema().empty()) {
+    if (grammar == nullptr) return absl::InvalidArgumentError("json_schema: structured output is not available here");
+    // The document ends the output: the end-of-sequence token or a stop
+    // token id follows it (ids outside the vocabulary are refused below).
+    rules.eos_ids = {tokenizer.eos()};
+    for (int32_t id : req.stop_token_ids()) {
+      if (id >= 0 && id < config.vocab && id != tokenizer.eos()) rules.eos_ids.push_back(id);
+    }
+    rules.grammar = req.json_schema();
+    absl::StatusOr<std::shared_ptr<const TokenFilter>> filter = grammar->Compile(rules.grammar, rules.eos_ids);
+    if (!filter.ok()) {
+      return absl::Status(filter.status().code(), absl::StrCat("json_schema: ", filter.status().message()));
+    }
+    rules.filter = *std::move(filter);
+  }
   RETURN_IF_ERROR(ValidateSessionSpec(spec, config));
 
   int k = opts.default_k;

@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "common/model_config.h"
 #include "common/tokenizer.h"
+#include "constrain/grammar_compiler.h"
 #include "coordinator/k_policy.h"
 #include "spec/round.h"
 #include "specserve/v1/generation.pb.h"
@@ -52,8 +53,10 @@ struct Plan {
 };
 
 // `draft_configured`: the coordinator has a draft service (an unspecified
-// drafter means the model then, the n-gram drafter otherwise).
+// drafter means the model then, the n-gram drafter otherwise). `grammar`
+// compiles a json_schema (null: such requests are INVALID_ARGUMENT).
 absl::StatusOr<Plan> PlanRequest(const v1::GenerateRequest& req, const CoordinatorOptions& opts,
-                                 const Tokenizer& tokenizer, const ModelConfig& config, bool draft_configured);
+                                 const Tokenizer& tokenizer, const ModelConfig& config, bool draft_configured,
+                                 const constrain::GrammarCompiler* grammar = nullptr);
 
 }  // namespace specserve

@@ -206,7 +206,7 @@ absl::StatusOr<v1::Final> RunGeneration(const v1::GenerateRequest& req, const Co
   log::RequestScope scope(rc.request_id, rc.trace.trace_id);
   RequestGauges gauges(rc.metrics);
   Upstreams& up = *rc.upstreams;
-  ASSIGN_OR_RETURN(Plan plan, PlanRequest(req, opts, up.tokenizer(), up.config(), up.draft_configured()));
+  ASSIGN_OR_RETURN(Plan plan, PlanRequest(req, opts, up.tokenizer(), up.config(), up.draft_configured(), &up.grammar()));
   gauges.Started(rc.arrived);
   return GenerationRun(std::move(plan), opts, rc).Run();
 }

@@ -69,6 +69,7 @@ absl::StatusOr<std::unique_ptr<Upstreams>> Upstreams::Connect(const Options& opt
   }
   up->target_info_ = *info;
   ASSIGN_OR_RETURN(up->tokenizer_, TokenizerFrom(*info));
+  up->grammar_ = std::make_unique<constrain::GrammarCompiler>(*up->tokenizer_);
   up->config_.name = info->name();
   up->config_.arch = info->arch();
   up->config_.vocab = info->vocab_size();

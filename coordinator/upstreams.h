@@ -36,6 +36,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/model_config.h"
 #include "common/tokenizer.h"
+#include "constrain/grammar_compiler.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "rpc/tls.h"
 #include "specserve/v1/internal.grpc.pb.h"
@@ -76,6 +77,8 @@ class Upstreams {
   v1::TargetService::StubInterface* target() { return target_.get(); }
   const v1::ModelInfo& target_info() const { return target_info_; }
   const Tokenizer& tokenizer() const { return *tokenizer_; }
+  // Compiles requests' grammars (response_format) over that tokenizer.
+  const constrain::GrammarCompiler& grammar() const { return *grammar_; }
   // vocab, n_ctx and name of the target model (for ValidateSessionSpec).
   const ModelConfig& config() const { return config_; }
 
@@ -111,6 +114,7 @@ class Upstreams {
   std::unique_ptr<v1::DraftService::Stub> draft_;
   v1::ModelInfo target_info_;
   std::unique_ptr<Tokenizer> tokenizer_;
+  std::unique_ptr<constrain::GrammarCompiler> grammar_;
   ModelConfig config_;
 
   mutable absl::Mutex mu_;

@@ -1,7 +1,9 @@
 #include "rpc/model_host.h"
 
 #include "backends/make_backend.h"
+#include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "common/tokenizer.h"
 #include "rpc/proto_convert.h"
 
 namespace specserve::rpc {
@@ -28,6 +30,9 @@ absl::StatusOr<std::unique_ptr<ModelHost>> ModelHost::Load(const ServiceFlags& f
   } else {
     info.mutable_tokenizer()->set_model(h->model->file->GetString("tokenizer.ggml.model").value_or("unknown"));
   }
+  if (absl::StatusOr<std::unique_ptr<Tokenizer>> tok = Tokenizer::FromGguf(*h->model->file); tok.ok()) {
+    h->grammar = std::make_unique<constrain::GrammarCompiler>(**tok);
+  }
   // What a coordinator needs to render chat requests (coordinator/chat_prompt.h).
   const GgufFile& f = *h->model->file;
   info.set_chat_template(f.GetString("tokenizer.chat_template").value_or(""));
@@ -36,6 +41,16 @@ absl::StatusOr<std::unique_ptr<ModelHost>> ModelHost::Load(const ServiceFlags& f
     if (id.ok() && *id >= 0 && *id < c.vocab) info.add_end_of_turn_ids(static_cast<int32_t>(*id));
   }
   return h;
+}
+
+absl::Status ModelHost::CompileGrammar(SessionSpec* spec) const {
+  LogitRules& rules = spec->rules;
+  if (rules.grammar.empty() || rules.filter != nullptr) return absl::OkStatus();
+  if (grammar == nullptr) return absl::InvalidArgumentError("grammar: this model's tokenizer does not load");
+  absl::StatusOr<std::shared_ptr<const TokenFilter>> filter = grammar->Compile(rules.grammar, rules.eos_ids);
+  if (!filter.ok()) return absl::Status(filter.status().code(), absl::StrCat("grammar: ", filter.status().message()));
+  rules.filter = *std::move(filter);
+  return absl::OkStatus();
 }
 
 }  // namespace specserve::rpc

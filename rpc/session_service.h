@@ -132,6 +132,7 @@ class SessionService : public SessionSink<Req, Resp> {
     }
     SessionSpec spec = SpecFromProto(first.open());
     const ModelConfig& config = host_->backend->config();
+    if (absl::Status s = host_->CompileGrammar(&spec); !s.ok()) return Refuse(ToGrpc(s));
     if (absl::Status s = ValidateSessionSpec(spec, config); !s.ok()) return Refuse(ToGrpc(s));
     // The longest sequence this session can hold: every token it may commit
     // plus a speculative block in flight and, on the draft, one more drafted

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "common/tokenizer.h"
 #include "tests/e2e_harness.h"
@@ -264,6 +265,50 @@ TEST_F(GenerationTest, ConstrainedGreedyEqualsPlainConstrainedGreedy) {
   refused([](v1::GenerateRequest* q) { q->set_frequency_penalty(-2.5f); }, "frequency_penalty");
   refused([](v1::GenerateRequest* q) { q->set_min_p(1.5f); }, "min_p");
   refused([](v1::GenerateRequest* q) { q->set_min_tokens(9); }, "min_tokens");
+}
+
+// Structured output through the services: the text is one document valid
+// under the schema (then the end-of-sequence token), the same token for
+// token with every drafter and K as the plain request; a schema outside the
+// subset is INVALID_ARGUMENT naming json_schema.
+TEST_F(GenerationTest, JsonSchemaOutputValidatesAndEqualsPlainConstrained) {
+  const std::string schema = R"({"type": "object", "properties": {
+      "name": {"type": "string", "maxLength": 8},
+      "count": {"type": "integer", "minimum": 0, "maximum": 99},
+      "tags": {"type": "array", "items": {"enum": ["a", "bc"]}, "maxItems": 3},
+      "ok": {"type": "boolean"}}, "required": ["name", "count", "tags", "ok"]})";
+  const auto request = [&](v1::Drafter drafter, int k) {
+    v1::GenerateRequest req = Request(kPrompts[1], 120, drafter, k);
+    req.set_json_schema(schema);
+    return req;
+  };
+  e2e::StreamResult plain = e2e::Generate(*cluster_->stub, request(v1::DRAFTER_NONE, 0));
+  ASSERT_TRUE(plain.status.ok()) << plain.status.error_message();
+  EXPECT_EQ(plain.final.finish_reason(), "stop") << plain.text;
+  const nlohmann::json doc = nlohmann::json::parse(plain.text, nullptr, /*allow_exceptions=*/false);
+  ASSERT_TRUE(doc.is_object()) << plain.text;
+  ASSERT_TRUE(doc.contains("name") && doc["name"].is_string()) << plain.text;
+  EXPECT_LE(doc["name"].get<std::string>().size(), 8u);
+  ASSERT_TRUE(doc.contains("count") && doc["count"].is_number_integer()) << plain.text;
+  EXPECT_GE(doc["count"].get<int>(), 0);
+  EXPECT_LE(doc["count"].get<int>(), 99);
+  ASSERT_TRUE(doc.contains("tags") && doc["tags"].is_array()) << plain.text;
+  EXPECT_LE(doc["tags"].size(), 3u);
+  for (const auto& t : doc["tags"]) EXPECT_TRUE(t == "a" || t == "bc") << plain.text;
+  ASSERT_TRUE(doc.contains("ok") && doc["ok"].is_boolean()) << plain.text;
+  EXPECT_EQ(doc.size(), 4u) << plain.text;
+  for (v1::Drafter drafter : {v1::DRAFTER_MODEL, v1::DRAFTER_NGRAM}) {
+    for (int k : {1, 4}) {
+      e2e::StreamResult r = e2e::Generate(*cluster_->stub, request(drafter, k));
+      ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+      EXPECT_EQ(r.ids, plain.ids) << "drafter " << drafter << ", K " << k;
+    }
+  }
+  v1::GenerateRequest bad = Request(kPrompts[0], 8, v1::DRAFTER_MODEL);
+  bad.set_json_schema(R"({"type": "object", "patternProperties": {"x": {}}})");
+  e2e::StreamResult refused = e2e::Generate(*cluster_->stub, bad);
+  EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(refused.status.error_message().find("json_schema"), std::string::npos) << refused.status.error_message();
 }
 
 TEST_F(GenerationTest, RequestIdComesBackInMetadataAndIsLogged) {

@@ -170,7 +170,12 @@ TEST(OpenAiRequestTest, BadBodiesAre400sNamingTheField) {
       {Endpoint::kChat, R"({"messages": [{"role": "user", "content": "hi"}], "logprobs": true, "top_logprobs": -1})",
        "top_logprobs"},
       {Endpoint::kChat, R"({"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function"}]})", "tools"},
-      {Endpoint::kChat, R"({"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_object"}})",
+      {Endpoint::kChat, R"({"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "xml"}})",
+       "response_format"},
+      {Endpoint::kChat, R"({"messages": [{"role": "user", "content": "hi"}], "response_format": "json"})",
+       "response_format"},
+      {Endpoint::kCompletions, R"({"prompt": "x", "response_format": {"type": "json_schema"}})", "response_format"},
+      {Endpoint::kCompletions, R"({"prompt": "x", "response_format": {"type": "json_schema", "json_schema": {"schema": 5}}})",
        "response_format"},
   };
   for (const Case& c : cases) {
@@ -178,6 +183,27 @@ TEST(OpenAiRequestTest, BadBodiesAre400sNamingTheField) {
     ASSERT_FALSE(r.ok()) << c.body;
     EXPECT_EQ(HttpStatus(r.status()), 400) << c.body << ": " << r.status();
     EXPECT_EQ(Param(r.status()), c.param) << c.body << ": " << r.status();
+  }
+}
+
+// response_format becomes GenerateRequest.json_schema, the schema's keys in
+// the body's order (properties are generated in that order).
+TEST(OpenAiRequestTest, ResponseFormatBecomesTheJsonSchema) {
+  for (Endpoint e : {Endpoint::kCompletions, Endpoint::kChat}) {
+    const std::string head = e == Endpoint::kCompletions ? R"("prompt": "x")"
+                                                         : R"("messages": [{"role": "user", "content": "hi"}])";
+    absl::StatusOr<Request> text = ParseRequest(e, "{" + head + R"(, "response_format": {"type": "text"}})");
+    ASSERT_TRUE(text.ok()) << text.status();
+    EXPECT_EQ(text->generate.json_schema(), "");
+    absl::StatusOr<Request> object = ParseRequest(e, "{" + head + R"(, "response_format": {"type": "json_object"}})");
+    ASSERT_TRUE(object.ok()) << object.status();
+    EXPECT_EQ(object->generate.json_schema(), R"({"type":"object"})");
+    absl::StatusOr<Request> schema = ParseRequest(e, "{" + head + R"(, "response_format": {"type": "json_schema",
+        "json_schema": {"name": "p", "strict": true, "schema": {"type": "object",
+        "properties": {"zeta": {"type": "integer"}, "alpha": {"type": "string"}}, "required": ["zeta", "alpha"]}}}})");
+    ASSERT_TRUE(schema.ok()) << schema.status();
+    EXPECT_EQ(schema->generate.json_schema(),
+              R"({"type":"object","properties":{"zeta":{"type":"integer"},"alpha":{"type":"string"}},"required":["zeta","alpha"]})");
   }
 }
 
