@@ -13,6 +13,7 @@
 #include <functional>
 #include <future>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include "coordinator/k_policy.h"
@@ -85,6 +86,10 @@ class RecordingDrafter final : public Drafter {
   std::vector<Heard> heard() {
     std::lock_guard<std::mutex> lock(mu_);
     return heard_;
+  }
+  int64_t proposals() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return std::count_if(heard_.begin(), heard_.end(), [](const Heard& h) { return !h.commit; });
   }
   int closed() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -230,8 +235,14 @@ TEST(RoundLoopLateOpen, ALateOpenRunsAsideWhileTheRoundsGoOnPlain) {
   // From round 8 on the loop waits for the open to finish, so that rounds
   // are left to draft (it would otherwise run all 40 plain at once).
   int verified = 0;
+  // The loop learns that the open is done when its worker clears a flag,
+  // just after AwaitOpen returns; a worker descheduled there would leave
+  // the remaining rounds plain, so each round waits a little for it until
+  // drafting begins.
   verifier.before_verify = [&] {
-    if (++verified > 8) drafter.WaitUntilAwaited();
+    if (++verified <= 8) return;
+    drafter.WaitUntilAwaited();
+    if (drafter.proposals() == 0) std::this_thread::sleep_for(20ms);
   };
   auto run = std::async(std::launch::async, [&] { return RunSpeculative(SpecOf(kTokens), &drafter, verifier, opts); });
   // Rounds 1..7 are verified while the open is held.

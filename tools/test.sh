@@ -14,12 +14,16 @@
 # them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Each stage's start, in seconds since this script began: CI has a budget.
+stage() { echo "== stage: $1 (at ${SECONDS} s)"; }
+stage "CPU build"
 SPECSERVE_CUDA=OFF bash tools/build.sh
 jobs=${JOBS:-$(nproc)}
 # Clang's thread-safety analysis over the CPU build's sources (its compile
 # database), before the suite so that a finding fails fast: mutex-guarded
 # members carry ABSL_GUARDED_BY, and any access the annotations do not
 # allow is an error.
+stage "thread-safety analysis"
 if bash tools/thread_safety.sh --check; then
   bash tools/thread_safety.sh
 elif [ "${CI:-}" = "true" ]; then
@@ -28,9 +32,11 @@ elif [ "${CI:-}" = "true" ]; then
 else
   echo "thread-safety: SKIPPED: clang++-14 is missing (apt-get install clang-14)"
 fi
+stage "CPU suite"
 (cd build && ctest --output-on-failure -j"$jobs" --timeout 900)
 
 if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
+  stage "CUDA build and tests"
   # Release (-O3, no debug info): this stage checks that the CUDA build
   # compiles (kernels for sm_80 and sm_90), links and serves; its tests take
   # seconds, and debug info would make its build the longest step of CI
@@ -49,6 +55,7 @@ fi
 # Sanitizers: the loader and tokenizers read untrusted bytes. These are
 # tests/CMakeLists.txt's SPECSERVE_RUNTIME_TESTS, which link only the model
 # runtime, so this build compiles no RPC layer.
+stage "sanitizers"
 sanitized_tests="gguf_test tensor_types_test tokenizer_test bpe_tokenizer_test"
 cmake -S . -B build-asan -G Ninja -DSPECSERVE_CUDA=OFF -DSPECSERVE_SANITIZE=ON \
   -DCMAKE_BUILD_TYPE=Debug >/dev/null
@@ -58,6 +65,7 @@ for t in $sanitized_tests; do
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ./build-asan/bin/$t --gtest_brief=1
 done
 # Fuzzing: the GGUF parser, both tokenizers and the proto conversions.
+stage "fuzzing"
 if bash fuzz/run.sh --check; then
   bash fuzz/run.sh "${FUZZ_SECONDS:-30}"
 elif [ "${CI:-}" = "true" ]; then
@@ -66,4 +74,4 @@ elif [ "${CI:-}" = "true" ]; then
 else
   echo "fuzz: SKIPPED: clang-14 or its libFuzzer runtime is missing (apt-get install clang-14 libclang-rt-14-dev)"
 fi
-echo "all tests passed"
+echo "all tests passed (in ${SECONDS} s)"
