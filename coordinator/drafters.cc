@@ -3,7 +3,6 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
-#include "coordinator/ngram_drafter.h"
 
 namespace specserve {
 
@@ -19,16 +18,10 @@ std::string DrafterName(v1::Drafter kind) {
   return absl::AsciiStrToLower(absl::StripPrefix(v1::Drafter_Name(kind), "DRAFTER_"));
 }
 
-std::unique_ptr<Drafter> MakeDrafter(v1::Drafter kind, const ModelDrafterFactory& make_model, bool* model_missing) {
-  *model_missing = false;
+const DrafterEntry* DrafterFor(v1::Drafter kind) {
   if (kind == v1::DRAFTER_NONE) return nullptr;
-  if (kind == v1::DRAFTER_MODEL) {
-    if (std::unique_ptr<Drafter> d = make_model ? make_model() : nullptr) return d;
-    *model_missing = true;
-  }
-  return MakeFallbackDrafter();
+  if (const DrafterEntry* e = FindDrafter(DrafterName(kind))) return e;
+  return &FallbackDrafter();
 }
-
-std::unique_ptr<Drafter> MakeFallbackDrafter() { return std::make_unique<NgramDrafter>(); }
 
 }  // namespace specserve

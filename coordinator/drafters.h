@@ -1,35 +1,28 @@
-// The drafter kinds, named once. The public API's enum (v1::Drafter) is the
-// key everywhere a kind is chosen: a request, the CLI's --drafter, the
-// in-process engines and the coordinator; these are its names and the one
-// factory that makes a drafter of each kind.
+// The API edge of drafter choice: the public enum (v1::Drafter) of a
+// request, the CLI's --drafter and the in-process engines, mapped onto the
+// registry (coordinator/drafter_registry.h). Nothing past this edge uses the
+// enum: the loop, round records, metric labels and policy seeding know a
+// drafter by its registry name and id.
 #pragma once
 
-#include <functional>
-#include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "coordinator/roles.h"
+#include "coordinator/drafter_registry.h"
 #include "specserve/v1/generation.pb.h"
 
 namespace specserve {
 
 // "model", "ngram", "none" (and "unspecified" where `allow_unspecified`).
 absl::StatusOr<v1::Drafter> ParseDrafter(absl::string_view name, bool allow_unspecified = false);
+// The enum value's lower-case name: a registry name, or "none", "unspecified".
 std::string DrafterName(v1::Drafter kind);
 
-// Makes the model drafter (in process: on the draft backend; in the
-// coordinator: on the draft service), or null when no draft model is reachable.
-using ModelDrafterFactory = std::function<std::unique_ptr<Drafter>()>;
-
-// The drafter of `kind` (not UNSPECIFIED: the caller resolves it): NONE is
-// null (plain decoding), NGRAM the n-gram drafter, MODEL `make_model()` or,
-// when that is null, the n-gram drafter standing in (`*model_missing` set).
-std::unique_ptr<Drafter> MakeDrafter(v1::Drafter kind, const ModelDrafterFactory& make_model, bool* model_missing);
-
-// What replaces a failed drafter: the n-gram drafter (prompt lookup in the
-// coordinator; exact like any drafter).
-std::unique_ptr<Drafter> MakeFallbackDrafter();
+// The registry entry of `kind`: the one of the same name (DRAFTER_MODEL is
+// "model", DRAFTER_NGRAM "ngram"); null for DRAFTER_NONE (plain decoding).
+// DRAFTER_UNSPECIFIED is the caller's to resolve (the request plan); here
+// it is the fallback.
+const DrafterEntry* DrafterFor(v1::Drafter kind);
 
 }  // namespace specserve

@@ -96,17 +96,18 @@ absl::StatusOr<RoundResult> LocalVerifier::Verify(int64_t round, const Proposal&
 
 absl::StatusOr<LoopStats> GenerateInProcess(Backend& target, Backend* draft, v1::Drafter kind,
                                             const SessionSpec& spec, LoopOptions& opts) {
-  if (kind == v1::DRAFTER_MODEL && draft == nullptr) {
-    return absl::InvalidArgumentError("drafter 'model' needs a draft model");
+  const DrafterEntry* asked = DrafterFor(kind);
+  if (asked != nullptr && asked->caps.remote && draft == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("drafter '", asked->name, "' needs a draft model"));
   }
   LocalVerifier verifier(target);
-  bool model_missing = false;
-  std::unique_ptr<Drafter> drafter =
-      MakeDrafter(kind, [&] { return std::make_unique<LocalDrafter>(*draft); }, &model_missing);
+  DrafterEnv env;
+  if (draft != nullptr) env.draft_model = [draft] { return std::make_unique<LocalDrafter>(*draft); };
+  MadeDrafter made = MakeDrafter(asked, env);
   if (!opts.make_fallback) {
     opts.make_fallback = [](const absl::Status&, bool) { return MakeFallbackDrafter(); };
   }
-  return RunSpeculative(spec, drafter.get(), verifier, opts);
+  return RunSpeculative(spec, made.drafter.get(), verifier, opts);
 }
 
 }  // namespace specserve

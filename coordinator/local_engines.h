@@ -11,6 +11,7 @@
 #include "coordinator/round_loop.h"
 #include "spec/draft_session.h"
 #include "spec/target_session.h"
+#include "specserve/v1/generation.pb.h"
 
 namespace specserve {
 
@@ -21,7 +22,7 @@ class LocalDrafter final : public Drafter {
   absl::Status Commit(const Verdict& v) override { return session_.Commit(v); }
   absl::StatusOr<Proposal> Propose(int64_t round, int32_t k) override;
   void Close() override { session_.Close(); }
-  v1::Drafter kind() const override { return v1::DRAFTER_MODEL; }
+  absl::string_view name() const override { return kModelDrafterName; }
   void PrepareAhead(int32_t k) override;
   const DraftSession& session() const { return session_; }
 
@@ -48,8 +49,9 @@ class LocalVerifier final : public Verifier {
 };
 
 // One request, in process: verifies on `target`, drafts on `draft` (needed
-// for DRAFTER_MODEL only). A model drafter that fails falls back to the
-// n-gram one.
+// by a drafter that runs on the draft model, DrafterCaps::remote). `kind` is
+// the API's choice, mapped onto the registry here (coordinator/drafters.h).
+// A drafter that fails falls back to the n-gram one.
 absl::StatusOr<LoopStats> GenerateInProcess(Backend& target, Backend* draft, v1::Drafter kind,
                                             const SessionSpec& spec, LoopOptions& opts);
 

@@ -130,7 +130,7 @@ class RemoteDrafter final : public Drafter {
   absl::Status Commit(const Verdict& v) override;
   absl::StatusOr<Proposal> Propose(int64_t round, int32_t k) override;
   void Close() override { session_.Close(); }
-  v1::Drafter kind() const override { return v1::DRAFTER_MODEL; }
+  absl::string_view name() const override { return kModelDrafterName; }
   bool remote() const override { return true; }
   // Overlap: asks the draft service to draft the next block now (no answer;
   // runs on the loop's second thread while this stream is otherwise idle).

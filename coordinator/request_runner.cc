@@ -53,20 +53,20 @@ class GenerationRun {
     remote_draft.call_timeout = opts_.draft_timeout;
     remote_draft.open_ms_per_token = opts_.draft_open_ms_per_token;
     remote.call_timeout = opts_.verify_timeout;
-    bool model_missing = false;
-    std::unique_ptr<Drafter> drafter = MakeDrafter(
-        plan_.drafter,
-        [&]() -> std::unique_ptr<Drafter> {
-          v1::DraftService::StubInterface* stub = up_.draft();
-          return stub ? std::make_unique<RemoteDrafter>(stub, remote_draft) : nullptr;
-        },
-        &model_missing);
-    if (model_missing) CountFallback(up_.draft_circuit_open() ? "circuit_open" : "no_draft_service");
-    drafter_name_ = drafter ? DrafterName(drafter->kind()) : "none";
+    // The API's choice becomes a registry entry here; past this point the
+    // drafter is known by its entry's name and id.
+    DrafterEnv env;
+    env.draft_model = [&]() -> std::unique_ptr<Drafter> {
+      v1::DraftService::StubInterface* stub = up_.draft();
+      return stub ? std::make_unique<RemoteDrafter>(stub, remote_draft) : nullptr;
+    };
+    MadeDrafter made = MakeDrafter(DrafterFor(plan_.drafter), env);
+    if (made.stood_in) CountFallback(up_.draft_circuit_open() ? "circuit_open" : "no_draft_service");
+    drafter_name_ = made.entry ? std::string(made.entry->name) : "none";
     RemoteVerifier verifier(up_.target(), remote);
     const TargetLoadBoard::Live live = up_.target_load().Join();  // before MakeLoopOptions reads the board
-    LoopOptions loop = MakeLoopOptions(drafter.get());
-    absl::StatusOr<LoopStats> ls = RunSpeculative(plan_.spec, drafter.get(), verifier, loop);
+    LoopOptions loop = MakeLoopOptions(made.entry);
+    absl::StatusOr<LoopStats> ls = RunSpeculative(plan_.spec, made.drafter.get(), verifier, loop);
     if (!ls.ok()) return MapTargetError(ls.status(), rc_);
     if (client_gone_ || rc_.cancel->cancelled()) return absl::CancelledError("request cancelled");
     if (!stopped_by_string_) Emit(text_.Finish());
@@ -74,7 +74,8 @@ class GenerationRun {
   }
 
  private:
-  LoopOptions MakeLoopOptions(const Drafter* drafter) {
+  // `drafter`: the entry of the drafter the request starts with (null: none).
+  LoopOptions MakeLoopOptions(const DrafterEntry* drafter) {
     LoopOptions loop;
     loop.k = plan_.k;
     // Adaptive K starts from the target's load as other requests last saw it
@@ -84,7 +85,7 @@ class GenerationRun {
     }
     // ... and from the acceptance and draft cost the last request that
     // drafted with the same drafter measured.
-    const int kind = drafter ? static_cast<int>(drafter->kind()) : -1;
+    const int kind = drafter ? drafter->id : -1;
     if (std::optional<KPolicy> learned = up_.target_load().LatestPolicy(kind)) loop.k.Seed(*learned);
     loop.on_target_load = [this](const TargetLoad& load, double network_seconds) {
       up_.target_load().Post(load, network_seconds);
@@ -92,7 +93,7 @@ class GenerationRun {
     loop.on_policy = [this, kind](const KPolicy& k) { up_.target_load().PostPolicy(kind, k); };
     // The draft and target services run on their own machines: nothing stops
     // the draft from working during the verify (the n-gram drafter gains nothing).
-    loop.overlap = opts_.overlap && drafter && drafter->kind() == v1::DRAFTER_MODEL;
+    loop.overlap = opts_.overlap && drafter && drafter->caps.drafts_ahead;
     loop.stop_tokens = plan_.stop_token_ids;
     loop.stop_tokens.push_back(up_.tokenizer().eos());
     loop.on_tokens = [this](absl::Span<const TokenId> ids) {
@@ -116,7 +117,7 @@ class GenerationRun {
       if (RequestOver()) return nullptr;
       up_.DraftFailed(why.ToString());
       CountFallback(absl::IsDeadlineExceeded(why) ? "timeout" : at_open ? "open_error" : "propose_error");
-      drafter_name_ = DrafterName(v1::DRAFTER_NGRAM);
+      drafter_name_ = std::string(FallbackDrafter().name);
       return MakeFallbackDrafter();
     };
     return loop;

@@ -8,11 +8,15 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "spec/committed_sequence.h"
 #include "spec/round.h"
-#include "specserve/v1/generation.pb.h"
 
 namespace specserve {
+
+// The registry name of the draft model's drafter, in process
+// (coordinator/local_engines.h) and on the draft service (remote_engines.h).
+inline constexpr absl::string_view kModelDrafterName = "model";
 
 // Rounds are counted from the drafter's Open: the loop numbers them for it
 // (a drafter opened late, or a fallback, starts again at 0).
@@ -34,7 +38,9 @@ class Drafter {
   // carries, from the committed sequence. One proposal per round.
   virtual absl::StatusOr<Proposal> Propose(int64_t round, int32_t k) = 0;
   virtual void Close() = 0;
-  virtual v1::Drafter kind() const = 0;  // DRAFTER_MODEL or DRAFTER_NGRAM (coordinator/drafters.h)
+  // Its registry name (coordinator/drafter_registry.h): what round records,
+  // metric labels and the request's stats call it.
+  virtual absl::string_view name() const = 0;
   // True when Propose crosses the network: its Proposal.compute_seconds is
   // the service's own time, and the rest of the call is transport.
   virtual bool remote() const { return false; }

@@ -7,7 +7,6 @@
 
 #include "common/status_macros.h"
 #include "coordinator/async_worker.h"
-#include "coordinator/drafters.h"
 
 namespace specserve {
 namespace {
@@ -145,7 +144,7 @@ class Loop {
     if (drafter_) rec.choice = opts_.k.Choose();
     rec.k = rec.choice ? Capped(rec.choice->k) : 0;
     proposed_ = false;
-    if (drafter_) rec.drafter = DrafterName(drafter_->kind());
+    if (drafter_) rec.drafter = std::string(drafter_->name());
     if (unopened_ && rec.k > 0) OpenLate(rec);
     if (opening_.load()) rec.k = 0;  // the drafter's prefill is still awaited aside: plain rounds meanwhile
     if (rec.k == 0 || !drafter_) return Proposal{};
@@ -170,7 +169,7 @@ class Loop {
       proposal = std::move(*p);
       proposed_ = true;
       compute = drafter_->remote() ? std::min(rec.draft_wall, proposal.compute_seconds) : rec.draft_wall;
-      rec.drafter = proposal.looked_up ? "lookup" : DrafterName(drafter_->kind());
+      rec.drafter = proposal.looked_up ? "lookup" : std::string(drafter_->name());
     }
     rec.drafted = static_cast<int32_t>(proposal.tokens.size());
     rec.drafted_ahead = proposal.drafted_ahead;

@@ -20,7 +20,9 @@ namespace specserve {
 // (LoopStats), the coordinator's metrics and adaptive K are all built from
 // these records.
 struct RoundRecord {
-  std::string drafter = "none";  // "model", "lookup" (a looked-up block), "ngram", "none"
+  // The drafter's registry name (Drafter::name), "lookup" for a looked-up
+  // block in front of a drafter, "none" in a round without a drafter.
+  std::string drafter = "none";
   int32_t k = 0;                 // asked of the drafter
   int32_t drafted = 0;           // proposed and verified
   int32_t accepted = 0;

@@ -82,7 +82,7 @@ class TargetLoadBoard {
     return live_;
   }
 
-  // Policies are kept per drafter (`drafter`: its v1::Drafter value): an
+  // Policies are kept per drafter (`drafter`: its registry id, DrafterEntry::id): an
   // n-gram drafter's acceptance and cost say nothing of the model's.
   void PostPolicy(int drafter, const KPolicy& policy) {
     if (!policy.learned()) return;

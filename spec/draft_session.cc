@@ -87,10 +87,9 @@ absl::Status DraftSession::BeginPropose(int64_t round, int32_t k) {
     // The longest match first (up to 4 tokens past the minimum), so a long
     // repeat wins over a short one.
     const int32_t min_n = spec_.draft.lookup_min_ngram;
-    std::vector<TokenId> cont = PromptLookup(seq_.tokens(), k, min_n + 4, min_n);
-    if (!cont.empty()) {
-      for (TokenId t : cont) proposal_.dists.push_back(SparseDist{{t}, {1.0f}});
-      proposal_.tokens = std::move(cont);
+    Proposal looked_up = LookupProposal(seq_.tokens(), k, min_n + 4, min_n);
+    if (!looked_up.tokens.empty()) {
+      proposal_ = std::move(looked_up);
       proposal_.looked_up = true;
       steps_left_ = 0;  // the cache catches up on these tokens in a later round's first pass
       return absl::OkStatus();

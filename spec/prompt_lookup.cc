@@ -1,6 +1,7 @@
 #include "spec/prompt_lookup.h"
 
 #include <algorithm>
+#include <memory>
 
 namespace specserve {
 
@@ -18,6 +19,22 @@ std::vector<TokenId> PromptLookup(const std::vector<TokenId>& ctx, int32_t k, in
     }
   }
   return {};
+}
+
+Proposal LookupProposal(const std::vector<TokenId>& ctx, int32_t k, int32_t max_ngram, int32_t min_ngram,
+                        const TokenFilter* filter) {
+  Proposal p;
+  p.tokens = PromptLookup(ctx, k, max_ngram, min_ngram);
+  if (filter != nullptr && !p.tokens.empty()) {
+    // A fork: the filter itself stays at the end of ctx.
+    std::unique_ptr<TokenFilter> fork = filter->Clone();
+    size_t allowed = 0;
+    while (allowed < p.tokens.size() && fork->Advance(p.tokens[allowed]).ok()) ++allowed;
+    p.tokens.resize(allowed);
+  }
+  p.dists.reserve(p.tokens.size());
+  for (TokenId t : p.tokens) p.dists.push_back(SparseDist{{t}, {1.0f}});
+  return p;
 }
 
 }  // namespace specserve

@@ -66,7 +66,7 @@ class RecordingDrafter final : public Drafter {
     std::lock_guard<std::mutex> lock(mu_);
     ++closed_;
   }
-  v1::Drafter kind() const override { return v1::DRAFTER_MODEL; }
+  absl::string_view name() const override { return kModelDrafterName; }
   bool remote() const override { return true; }
 
   void Release() {

@@ -29,7 +29,7 @@ class FailsAfter final : public Drafter {
     return inner_.Propose(round, k);
   }
   void Close() override { inner_.Close(); }
-  v1::Drafter kind() const override { return v1::DRAFTER_MODEL; }
+  absl::string_view name() const override { return kModelDrafterName; }
 
  private:
   LocalDrafter inner_;
