@@ -261,8 +261,9 @@ class Compiler {
 
 
   static std::string FormatPattern(const std::string& fmt) {
+    // Years 0001-9999: Python's date (which jsonschema checks with) has no year 0.
     static const std::string kDate =
-        "[0-9]{4}-(((0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8]))|((0[13-9]|1[0-2])-(29|30))|((0[13578]|1[02])-31))";
+        "([1-9][0-9]{3}|0[1-9][0-9]{2}|00[1-9][0-9]|000[1-9])-(((0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8]))|((0[13-9]|1[0-2])-(29|30))|((0[13578]|1[02])-31))";
     static const std::string kTime =
         "([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]{1,6})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])";
     if (fmt == "date") return "^" + kDate + "$";

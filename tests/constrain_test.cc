@@ -25,6 +25,7 @@
 #include "constrain/matcher.h"
 #include "constrain/token_mask.h"
 #include "nlohmann/json.hpp"
+#include "tests/schema_validator.h"
 #include "tests/test_paths.h"
 
 namespace specserve::constrain {
@@ -32,6 +33,7 @@ namespace {
 
 using json = nlohmann::ordered_json;
 using specserve::testing::BundledModel;
+using specserve::testing::ReadAll;
 using specserve::testing::SourceDir;
 
 std::shared_ptr<const Grammar> MustCompile(const json& schema) {
@@ -128,11 +130,11 @@ TEST(ConstrainMatcherTest, AcceptsValidAndRejectsInvalidPerFeature) {
        {R"("a")", R"("abcd")"}},
       {{{"type", "string"}, {"pattern", "^[A-Z]{2}-\\d{3}$"}}, {R"("AB-123")"}, {R"("Ab-123")", R"("AB-12")"}},
       {{{"type", "string"}, {"pattern", "cat|dog"}}, {R"("cat")", R"("hotdog!")"}, {R"("cow")"}},
-      {{{"type", "string"}, {"format", "date"}}, {R"("2024-02-28")", R"("1999-12-31")"},
-       {R"("2024-02-30")", R"("2024-13-01")", R"("24-01-01")"}},
+      {{{"type", "string"}, {"format", "date"}}, {R"("2024-02-28")", R"("1999-12-31")", R"("0001-01-01")"},
+       {R"("2024-02-30")", R"("2024-13-01")", R"("24-01-01")", R"("0000-01-03")"}},
       {{{"type", "string"}, {"format", "uuid"}}, {R"("123e4567-e89b-12d3-a456-426614174000")"}, {R"("123e4567")"}},
       {{{"type", "string"}, {"format", "date-time"}}, {R"("2024-01-05T10:20:30Z")", R"("2024-01-05T10:20:30.5+02:00")"},
-       {R"("2024-01-05 10:20:30")"}},
+       {R"("2024-01-05 10:20:30")", R"("0000-01-05T08:00:00+09:00")"}},
       {{{"anyOf", {{{"type", "integer"}}, {{"type", "object"}, {"properties", {{"a", {{"type", "null"}}}}}}}}},
        {"5", R"({"a":null})", "{}"}, {R"({"a":1})", "\"5\""}},
       {json::parse(R"({"$defs": {"node": {"type": "object", "required": ["v", "next"],
@@ -263,39 +265,10 @@ std::string RandomWalk(const std::shared_ptr<const Grammar>& g, const Bundled& b
   return "";
 }
 
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-// python3-jsonschema on (schema, doc) pairs: "" per valid doc, else why.
-// Sets *missing when python3 or jsonschema is not installed.
-std::vector<std::string> Validate(const json& requests, bool* missing, std::string* err) {
-  const std::string dir = ::testing::TempDir();
-  const std::string req = dir + "/constrain_requests.json", out = dir + "/constrain_results.json",
-                    errf = dir + "/constrain_validate.stderr";
-  std::ofstream(req) << requests.dump();
-  std::filesystem::remove(out);
-  const std::string py = std::filesystem::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3";
-  const std::string cmd = py + " '" + SourceDir() + "/tests/constrain_validate.py' '" + req + "' '" + out +
-                          "' 2>'" + errf + "'";
-  const int rc = std::system(cmd.c_str());
-  const int code = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-  *missing = code == 3 || code == 127;
-  *err = cmd + "\n" + ReadAll(errf);
-  if (code != 0) return {};
-  return json::parse(ReadAll(out)).get<std::vector<std::string>>();
-}
-
 TEST(ConstrainTokenTest, RandomWalksOverSchemaSetValidate) {
   const Bundled* b = LoadBundled();
   if (b->tok == nullptr) SPECSERVE_MISSING_INPUT(BundledModel("code-target-7m.gguf"));
-  std::vector<std::filesystem::path> files;
-  for (const auto& e : std::filesystem::directory_iterator(SourceDir() + "/tests/data/schemas"))
-    if (e.path().extension() == ".json") files.push_back(e.path());
-  std::sort(files.begin(), files.end());
+  const std::vector<std::filesystem::path> files = testing::SchemaSet();
   ASSERT_GE(files.size(), 50u);
   json requests = json::array();
   std::vector<std::string> names;
@@ -323,7 +296,7 @@ TEST(ConstrainTokenTest, RandomWalksOverSchemaSetValidate) {
   EXPECT_GE(brute_checks, 10);
   bool missing = false;
   std::string err;
-  const std::vector<std::string> results = Validate(requests, &missing, &err);
+  const std::vector<std::string> results = testing::ValidateWithJsonSchema(requests.dump(), &missing, &err);
   if (missing) SPECSERVE_MISSING_INPUT("python3-jsonschema (" + err + ")");
   ASSERT_EQ(results.size(), requests.size()) << err;
   for (size_t i = 0; i < results.size(); ++i)

@@ -3,7 +3,8 @@
 # `setup.sh demo` installs only what tools/demo.sh needs: the build's
 # libraries, the Python client's grpcio and curl; without it, everything the
 # tests use too (clang for the fuzzers and the thread-safety check, Node.js
-# and the openai npm package, prometheus, kubectl).
+# and the openai npm package, prometheus, kubectl, python3-jsonschema for the
+# structured-output checks).
 set -euo pipefail
 mode=${1:-all}
 pkgs=(build-essential cmake ninja-build ccache pkg-config git
@@ -13,7 +14,7 @@ pkgs=(build-essential cmake ninja-build ccache pkg-config git
 if [ "$mode" != demo ]; then
   pkgs+=(python3-venv python3-setuptools python3-yaml yamllint
          prometheus python3-prometheus-client python3-jinja2 gnuplot-nox
-         clang-14 libclang-rt-14-dev)
+         clang-14 libclang-rt-14-dev python3-jsonschema)
 fi
 # The deploy checks render the manifests with `kubectl kustomize`: Debian's
 # kubectl (kubernetes-client) unless a kubectl is already installed (another
