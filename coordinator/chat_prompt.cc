@@ -45,10 +45,6 @@ std::string ChatPrompt::description() const {
                                   : absl::StrCat("Jinja template (", template_source_.size(), " bytes)");
 }
 
-absl::StatusOr<std::string> ChatPrompt::RenderText(const std::vector<ChatMessage>& messages) const {
-  return RenderChat(template_, messages, /*add_generation_prompt=*/true);
-}
-
 std::vector<TokenId> ChatPrompt::EncodeWithSpecials(const std::string& text) const {
   std::vector<TokenId> ids;
   if (tok_.add_bos()) ids.push_back(tok_.bos());
@@ -86,7 +82,15 @@ std::vector<TokenId> ChatPrompt::EncodeWithSpecials(const std::string& text) con
 
 absl::StatusOr<ChatPrompt::Rendered> ChatPrompt::Render(const std::vector<ChatMessage>& messages) const {
   if (messages.empty()) return absl::InvalidArgumentError("messages is empty");
-  absl::StatusOr<std::string> text = RenderText(messages);
+  return Render(MessagesValue(messages), jinja::Value::None());
+}
+
+absl::StatusOr<ChatPrompt::Rendered> ChatPrompt::Render(const jinja::Value& messages, const jinja::Value& tools) const {
+  if (messages.items().empty()) return absl::InvalidArgumentError("messages is empty");
+  ChatRenderOptions options;
+  options.add_generation_prompt = true;
+  options.tools = tools;
+  absl::StatusOr<std::string> text = RenderChat(template_, messages, options);
   if (!text.ok()) return absl::InvalidArgumentError(absl::StrCat("chat template: ", text.status().message()));
   Rendered r;
   r.bytes = static_cast<int64_t>(text->size());

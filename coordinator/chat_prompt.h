@@ -42,6 +42,12 @@ class ChatPrompt {
   };
   // INVALID_ARGUMENT for no messages or what the template refuses.
   absl::StatusOr<Rendered> Render(const std::vector<ChatMessage>& messages) const;
+  // The general form: template values of the messages (dicts that may carry
+  // tool_calls, tool_call_id, ...) and of `tools` (None, or a list of tools).
+  absl::StatusOr<Rendered> Render(const jinja::Value& messages, const jinja::Value& tools) const;
+
+  // The template's Jinja source; empty for ChatML.
+  const std::string& template_source() const { return template_source_; }
 
   // "ChatML (built in)" or "Jinja template (N bytes)".
   std::string description() const;
@@ -51,7 +57,6 @@ class ChatPrompt {
 
  private:
   ChatPrompt(const Tokenizer& tokenizer) : tok_(tokenizer) {}
-  absl::StatusOr<std::string> RenderText(const std::vector<ChatMessage>& messages) const;
 
   const Tokenizer& tok_;
   std::string template_source_;  // empty: ChatML

@@ -4,6 +4,7 @@
 #include <ctime>
 
 #include "absl/random/random.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "common/status_macros.h"
@@ -61,12 +62,37 @@ absl::Status Apply(const ChoiceEvent& ev, const Tokenizer& tok, std::vector<Choi
   return absl::OkStatus();
 }
 
+// "call_" and 24 random letters and digits, as OpenAI's ids look.
+std::string ToolCallId() {
+  static constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+  thread_local absl::BitGen gen;
+  std::string id = "call_";
+  for (int i = 0; i < 24; ++i) id += kAlphabet[absl::Uniform<size_t>(gen, 0, sizeof(kAlphabet) - 1)];
+  return id;
+}
+
+// A finished chat choice under tools: the calls its text makes, the rest
+// its content, and finish_reason "tool_calls" where it made any. A choice
+// cut by max_tokens keeps its text and "length".
+void ResolveToolCalls(const openai::Tools& tools, openai::ToolCallFormat format, ChoiceResult& c) {
+  if (!tools.active() || c.finish_reason != "stop") return;
+  openai::ParsedChoice p = openai::ParseToolCalls(tools, format, c.text);
+  if (p.calls.empty()) return;
+  for (openai::ToolCall& call : p.calls) call.id = ToolCallId();
+  c.text = std::move(p.content);
+  c.tool_calls = std::move(p.calls);
+  c.finish_reason = "tool_calls";
+}
+
 // One streamed response, shared by the content provider and its releaser.
 struct Stream {
   std::shared_ptr<ChoiceRuns> runs;
   const Tokenizer* tok = nullptr;
   openai::ResponseHead head;
   bool include_usage = false;
+  std::string echoed;   // echo: each choice's first text
+  openai::Tools tools;  // active: each choice's text is held back until it is parsed
+  openai::ToolCallFormat format = openai::ToolCallFormat::kJsonList;
   int n = 1;
   std::vector<ChoiceResult> results;
   std::string request_id, path;
@@ -76,6 +102,19 @@ struct Stream {
   // the releaser even then, so that flag cannot say the client left.)
   bool finished = false;
 
+  // A held-back choice, once final: its content (with all its logprobs),
+  // then its calls.
+  template <typename Write>
+  bool WriteHeld(int index, Write& write) {
+    ChoiceResult& c = results[index];
+    ResolveToolCalls(tools, format, c);
+    if (!c.text.empty() || (head.logprobs && !c.logprobs.empty())) {
+      const nlohmann::json lp = head.logprobs ? openai::ChoiceLogprobs(head, c.logprobs, 0) : nlohmann::json(nullptr);
+      if (!write(openai::SseData(openai::TextChunk(head, index, c.text, lp)))) return false;
+    }
+    return c.tool_calls.empty() || write(openai::SseData(openai::ToolCallsChunk(head, index, c.tool_calls)));
+  }
+
   // Writes the whole stream; false when the client is gone.
   bool Run(httplib::DataSink& sink) {
     auto write = [&](const std::string& s) { return sink.write(s.data(), s.size()); };
@@ -83,6 +122,9 @@ struct Stream {
       for (int i = 0; i < n; ++i) {
         if (!write(openai::SseData(openai::RoleChunk(head, i)))) return false;
       }
+    }
+    for (int i = 0; !echoed.empty() && i < n; ++i) {
+      if (!write(openai::SseData(openai::TextChunk(head, i, echoed)))) return false;
     }
     absl::Status failed;
     ChoiceEvent ev;
@@ -114,14 +156,17 @@ struct Stream {
       }
       if (!failed.ok()) continue;
       bool ok = true;
-      if (ev.kind == ChoiceEvent::Kind::kDelta && (!ev.delta.text().empty() || ev.delta.logprobs_size() > 0)) {
+      if (ev.kind == ChoiceEvent::Kind::kDelta && tools.active()) {
+        // Held back: the text may be a call, which streams whole at the end.
+      } else if (ev.kind == ChoiceEvent::Kind::kDelta && (!ev.delta.text().empty() || ev.delta.logprobs_size() > 0)) {
         const std::vector<openai::LogprobEntry>& lps = results[ev.index].logprobs;
         const nlohmann::json chunk_logprobs =
             head.logprobs ? openai::ChoiceLogprobs(head, absl::MakeConstSpan(lps).subspan(lp_before), chars_before)
                           : nlohmann::json(nullptr);
         ok = write(openai::SseData(openai::TextChunk(head, ev.index, ev.delta.text(), chunk_logprobs)));
       } else if (ev.kind == ChoiceEvent::Kind::kFinal) {
-        ok = write(openai::SseData(openai::FinishChunk(head, ev.index, results[ev.index])));
+        if (tools.active()) ok = WriteHeld(ev.index, write);
+        ok = ok && write(openai::SseData(openai::FinishChunk(head, ev.index, results[ev.index])));
       }
       if (!ok) return false;
     }
@@ -156,9 +201,12 @@ absl::StatusOr<const ChatPrompt*> OpenAiHandler::Chat(Upstreams& up) {
   return chat_.get();
 }
 
-absl::Status OpenAiHandler::RenderChat(Upstreams& up, openai::Request* r) {
+absl::Status OpenAiHandler::RenderChat(Upstreams& up, openai::Request* r, openai::ToolCallFormat* format) {
   ASSIGN_OR_RETURN(const ChatPrompt* chat, Chat(up));
-  absl::StatusOr<ChatPrompt::Rendered> p = chat->Render(r->messages);
+  *format = openai::FormatOfTemplate(chat->template_source());
+  absl::StatusOr<openai::TemplateInput> in = openai::TemplateValues(r->messages, r->tools, *format);
+  if (!in.ok()) return openai::InvalidParam("messages", in.status().message());
+  absl::StatusOr<ChatPrompt::Rendered> p = chat->Render(in->messages, in->tools);
   if (!p.ok()) return openai::InvalidParam("messages", p.status().message());
   if (p->bytes > svc_->options().max_prompt_bytes) {
     return openai::InvalidParam("messages", absl::StrCat("the rendered chat of ", p->bytes,
@@ -204,8 +252,9 @@ void OpenAiHandler::Handle(openai::Endpoint endpoint, const httplib::Request& re
         absl::NotFoundError(absl::StrCat("the model `", r->model, "` does not exist: this server has `", model, "`")),
         "model_not_found"));
   }
+  openai::ToolCallFormat format = openai::ToolCallFormat::kJsonList;
   if (endpoint == openai::Endpoint::kChat) {
-    if (absl::Status s = RenderChat(*up, &*r); !s.ok()) return fail(s);
+    if (absl::Status s = RenderChat(*up, &*r, &format); !s.ok()) return fail(s);
   }
   std::vector<v1::GenerateRequest> requests = openai::ChoiceRequests(*r, DrawSeed());
   // The plan's checks (prompt, max_tokens against the context, stops) before
@@ -214,6 +263,14 @@ void OpenAiHandler::Handle(openai::Endpoint endpoint, const httplib::Request& re
           PlanRequest(requests[0], svc_->options(), up->tokenizer(), up->config(), up->draft_configured(),
                       &up->grammar());
       !plan.ok()) {
+    // A schema that does not compile, or compiles past the grammar's
+    // limits, is the request's fault (400, not 429): response_format's, or
+    // for a forced call the tools' parameters.
+    if (absl::StartsWith(plan.status().message(), "json_schema: ")) {
+      return fail(r->tools.forced()
+                      ? openai::InvalidParam("tools", absl::StrCat("the tools' parameters: ", plan.status().message()))
+                      : openai::InvalidParam("response_format", plan.status().message()));
+    }
     return fail(plan.status());
   }
   absl::StatusOr<std::shared_ptr<ChoiceRuns>> runs = ChoiceRuns::Start(svc_, std::move(requests));
@@ -226,6 +283,13 @@ void OpenAiHandler::Handle(openai::Endpoint endpoint, const httplib::Request& re
   head.created = static_cast<int64_t>(std::time(nullptr));
   head.model = model;
   head.logprobs = r->generate.logprobs();
+  // echo: the prompt as text (token ids decoded), before each choice's text.
+  std::string echoed;
+  if (r->echo) {
+    echoed = r->generate.has_token_ids()
+                 ? up->tokenizer().Decode({r->generate.token_ids().ids().begin(), r->generate.token_ids().ids().end()})
+                 : r->generate.text();
+  }
 
   if (r->stream) {
     auto st = std::make_shared<Stream>();
@@ -233,6 +297,9 @@ void OpenAiHandler::Handle(openai::Endpoint endpoint, const httplib::Request& re
     st->tok = &up->tokenizer();
     st->head = std::move(head);
     st->include_usage = r->include_usage;
+    st->echoed = std::move(echoed);
+    st->tools = r->tools;
+    st->format = format;
     st->n = n;
     st->results.resize(n);
     st->request_id = request_id;
@@ -263,6 +330,10 @@ void OpenAiHandler::Handle(openai::Endpoint endpoint, const httplib::Request& re
     }
   }
   if (!failed.ok()) return fail(failed);
+  for (ChoiceResult& c : results) {
+    ResolveToolCalls(r->tools, format, c);
+    c.text.insert(0, echoed);
+  }
   res.set_content(Dump(openai::WholeResponse(head, results)), "application/json");
   Log(request_id, req.path, res.status == -1 ? 200 : res.status, n, results, t0, "");
 }

@@ -40,7 +40,9 @@ class OpenAiHandler {
  private:
   // The chat prompt, made at first use (the target's model info is needed).
   absl::StatusOr<const ChatPrompt*> Chat(Upstreams& up) ABSL_LOCKS_EXCLUDED(mu_);
-  absl::Status RenderChat(Upstreams& up, openai::Request* r);
+  // Renders r's messages (and tools) into its prompt; FORMAT: how the
+  // template writes tool calls.
+  absl::Status RenderChat(Upstreams& up, openai::Request* r, openai::ToolCallFormat* format);
   void Track(const std::shared_ptr<ChoiceRuns>& runs) ABSL_LOCKS_EXCLUDED(mu_);
 
   GenerationService* svc_;

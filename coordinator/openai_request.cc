@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "coordinator/k_policy.h"
+#include "coordinator/json_field.h"
 #include "coordinator/openai_error.h"
 #include "spec/logprobs.h"
 
@@ -14,12 +15,6 @@ namespace specserve::openai {
 namespace {
 
 using json = nlohmann::json;
-
-// A field that is absent or null.
-const json* Field(const json& obj, const char* key) {
-  auto it = obj.find(key);
-  return it == obj.end() || it->is_null() ? nullptr : &*it;
-}
 
 absl::StatusOr<std::optional<double>> Number(const json& obj, const char* key, double lo, double hi) {
   const json* v = Field(obj, key);
@@ -93,44 +88,6 @@ absl::Status ReadPrompt(const json& body, v1::GenerateRequest* g) {
     return InvalidParam("prompt", "one prompt per request (use n for several choices)");
   }
   return InvalidParam("prompt", "prompt must be a string, a list of one string, or token ids");
-}
-
-// messages: [{"role", "content"}], content a string or a list of text parts.
-absl::StatusOr<std::vector<ChatMessage>> ReadMessages(const json& body) {
-  const json* m = Field(body, "messages");
-  if (m == nullptr || !m->is_array() || m->empty()) {
-    return InvalidParam("messages", "messages must be a non-empty list");
-  }
-  std::vector<ChatMessage> out;
-  for (size_t i = 0; i < m->size(); ++i) {
-    const json& e = (*m)[i];
-    const std::string where = absl::StrCat("messages[", i, "]");
-    if (!e.is_object()) return InvalidParam(where, where + " must be an object");
-    const json* role = Field(e, "role");
-    if (role == nullptr || !role->is_string() || role->get_ref<const std::string&>().empty()) {
-      return InvalidParam(where + ".role", where + ".role must be a non-empty string");
-    }
-    ChatMessage msg{role->get<std::string>(), ""};
-    const json* content = Field(e, "content");
-    if (content == nullptr) {
-      // An assistant turn that only called tools has no content.
-    } else if (content->is_string()) {
-      msg.content = content->get<std::string>();
-    } else if (content->is_array()) {
-      for (const json& part : *content) {
-        const json* type = part.is_object() ? Field(part, "type") : nullptr;
-        const json* text = part.is_object() ? Field(part, "text") : nullptr;
-        if (type == nullptr || *type != "text" || text == nullptr || !text->is_string()) {
-          return InvalidParam(where + ".content", "only text content parts are supported");
-        }
-        msg.content += text->get<std::string>();
-      }
-    } else {
-      return InvalidParam(where + ".content", where + ".content must be a string or a list of text parts");
-    }
-    out.push_back(std::move(msg));
-  }
-  return out;
 }
 
 absl::Status ReadStop(const json& body, v1::GenerateRequest* g) {
@@ -243,15 +200,11 @@ absl::Status ReadConstraints(const json& body, v1::GenerateRequest* g) {
 // when they would change the output.
 absl::Status RefuseUnsupported(Endpoint endpoint, const json& body) {
   if (endpoint == Endpoint::kCompletions) {
-    ASSIGN_OR_RETURN(bool echo, Bool(body, "echo"));
-    if (echo) return InvalidParam("echo", "echo not supported");
     if (const json* s = Field(body, "suffix"); s != nullptr && !(s->is_string() && s->get_ref<const std::string&>().empty())) {
       return InvalidParam("suffix", "suffix not supported");
     }
     ASSIGN_OR_RETURN(std::optional<int64_t> best_of, Integer(body, "best_of", 1, kMaxChoices));
     if (best_of && *best_of > 1) return InvalidParam("best_of", "best_of not supported (use n)");
-  } else {
-    if (const json* t = Field(body, "tools"); t != nullptr && !t->empty()) return InvalidParam("tools", "tools not supported");
   }
   return absl::OkStatus();
 }
@@ -261,7 +214,7 @@ absl::Status RefuseUnsupported(Endpoint endpoint, const json& body) {
 // {"name": ..., "schema": {...}, "strict": ...}}, the schema enforced
 // whatever `strict` says. The schema is taken from the body re-read with
 // its key order kept: properties are generated in the schema's order.
-absl::Status ReadResponseFormat(const json& body, std::string_view text, v1::GenerateRequest* g) {
+absl::Status ReadResponseFormat(const json& body, const nlohmann::ordered_json& ordered, v1::GenerateRequest* g) {
   const json* f = Field(body, "response_format");
   if (f == nullptr) return absl::OkStatus();
   const json* type = f->is_object() ? Field(*f, "type") : nullptr;
@@ -286,8 +239,7 @@ absl::Status ReadResponseFormat(const json& body, std::string_view text, v1::Gen
   if (schema == nullptr || !schema->is_object()) {
     return InvalidParam("response_format", "response_format json_schema needs a \"schema\" object");
   }
-  const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
-  g->set_json_schema(ordered.is_discarded() ? schema->dump() : ordered["response_format"]["json_schema"]["schema"].dump());
+  g->set_json_schema(ordered["response_format"]["json_schema"]["schema"].dump());
   return absl::OkStatus();
 }
 
@@ -297,6 +249,9 @@ absl::StatusOr<Request> ParseRequest(Endpoint endpoint, std::string_view text) {
   json body = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (body.is_discarded()) return InvalidParam("", "the request body is not valid JSON");
   if (!body.is_object()) return InvalidParam("", "the request body must be a JSON object");
+  // The same body with its objects' key order kept: schemas generate
+  // properties in the order they list them.
+  const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
   Request r;
   r.endpoint = endpoint;
   v1::GenerateRequest& g = r.generate;
@@ -310,8 +265,10 @@ absl::StatusOr<Request> ParseRequest(Endpoint endpoint, std::string_view text) {
   RETURN_IF_ERROR(RefuseUnsupported(endpoint, body));
   if (endpoint == Endpoint::kCompletions) {
     RETURN_IF_ERROR(ReadPrompt(body, &g));
+    ASSIGN_OR_RETURN(r.echo, Bool(body, "echo"));
   } else {
-    ASSIGN_OR_RETURN(r.messages, ReadMessages(body));
+    ASSIGN_OR_RETURN(r.messages, ReadMessages(ordered));
+    ASSIGN_OR_RETURN(r.tools, ReadTools(ordered));
   }
   ASSIGN_OR_RETURN(std::optional<int64_t> max_tokens, Integer(body, "max_tokens", 1, INT32_MAX));
   ASSIGN_OR_RETURN(std::optional<int64_t> max_completion, Integer(body, "max_completion_tokens", 1, INT32_MAX));
@@ -338,9 +295,17 @@ absl::StatusOr<Request> ParseRequest(Endpoint endpoint, std::string_view text) {
     ASSIGN_OR_RETURN(r.include_usage, Bool(*so, "include_usage"));
   }
   RETURN_IF_ERROR(ReadLogprobs(endpoint, body, &g));
+  // The prompt's own logprobs would need the target's prefill logits.
+  if (r.echo && g.logprobs()) return InvalidParam("echo", "echo with logprobs is not supported");
   RETURN_IF_ERROR(ReadSpeculative(body, &g));
   RETURN_IF_ERROR(ReadConstraints(body, &g));
-  RETURN_IF_ERROR(ReadResponseFormat(body, text, &g));
+  RETURN_IF_ERROR(ReadResponseFormat(body, ordered, &g));
+  if (r.tools.forced()) {
+    if (!g.json_schema().empty()) {
+      return InvalidParam("tool_choice", "a required or named tool call cannot also have a response_format");
+    }
+    g.set_json_schema(ForcedCallSchema(r.tools));
+  }
   if (g.min_tokens() > 0 && max_tokens && *max_tokens < g.min_tokens()) {
     return InvalidParam("min_tokens", absl::StrCat("min_tokens ", g.min_tokens(), " exceeds max_tokens ", *max_tokens));
   }

@@ -17,7 +17,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "coordinator/chat_prompt.h"
+#include "coordinator/chat_messages.h"
+#include "coordinator/openai_tools.h"
 #include "specserve/v1/generation.pb.h"
 
 namespace specserve::openai {
@@ -30,10 +31,12 @@ struct Request {
   // The prompt (text or token ids) is set for completions; for chat it is
   // left to the caller, who renders `messages` (coordinator/chat_prompt.h).
   v1::GenerateRequest generate;
-  std::vector<ChatMessage> messages;  // chat only
+  std::vector<ChatTurn> messages;     // chat only
+  Tools tools;                        // chat only; a forced call's schema is in generate.json_schema
   int n = 1;                          // parallel choices of the same prompt
   bool stream = false;
   bool include_usage = false;         // stream_options.include_usage
+  bool echo = false;                  // completions: each choice's text starts with the prompt
   std::optional<uint64_t> seed;
 };
 

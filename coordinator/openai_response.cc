@@ -7,6 +7,18 @@ using json = nlohmann::json;
 
 bool IsChat(const ResponseHead& h) { return h.endpoint == Endpoint::kChat; }
 
+json ToolCallsJson(const std::vector<ToolCall>& calls, bool indexed) {
+  json list = json::array();
+  for (size_t i = 0; i < calls.size(); ++i) {
+    json c = {{"id", calls[i].id},
+              {"type", "function"},
+              {"function", {{"name", calls[i].name}, {"arguments", calls[i].arguments}}}};
+    if (indexed) c["index"] = i;
+    list.push_back(std::move(c));
+  }
+  return list;
+}
+
 json Base(const ResponseHead& h, bool chunk) {
   const char* object = IsChat(h) ? (chunk ? "chat.completion.chunk" : "chat.completion") : "text_completion";
   return {{"id", h.id}, {"object", object}, {"created", h.created}, {"model", h.model}};
@@ -63,7 +75,12 @@ json WholeResponse(const ResponseHead& head, const std::vector<ChoiceResult>& ch
   json stats = json::array();
   for (size_t i = 0; i < choices.size(); ++i) {
     const json logprobs = head.logprobs ? ChoiceLogprobs(head, choices[i].logprobs, 0) : json(nullptr);
-    list.push_back(Choice(head, static_cast<int>(i), false, &choices[i].text, choices[i].finish_reason, logprobs));
+    json c = Choice(head, static_cast<int>(i), false, &choices[i].text, choices[i].finish_reason, logprobs);
+    if (!choices[i].tool_calls.empty()) {
+      if (choices[i].text.empty()) c["message"]["content"] = nullptr;
+      c["message"]["tool_calls"] = ToolCallsJson(choices[i].tool_calls, false);
+    }
+    list.push_back(std::move(c));
     stats.push_back(ChoiceStats(static_cast<int>(i), choices[i].stats));
   }
   body["choices"] = std::move(list);
@@ -83,6 +100,14 @@ json RoleChunk(const ResponseHead& head, int index) {
 json TextChunk(const ResponseHead& head, int index, const std::string& text, const json& logprobs) {
   json c = Base(head, true);
   c["choices"] = json::array({Choice(head, index, true, &text, nullptr, logprobs)});
+  return c;
+}
+
+json ToolCallsChunk(const ResponseHead& head, int index, const std::vector<ToolCall>& calls) {
+  json c = Base(head, true);
+  json choice = Choice(head, index, true, nullptr, nullptr);
+  choice["delta"] = {{"tool_calls", ToolCallsJson(calls, true)}};
+  c["choices"] = json::array({std::move(choice)});
   return c;
 }
 

@@ -13,6 +13,7 @@
 
 #include "coordinator/openai_logprobs.h"
 #include "coordinator/openai_request.h"
+#include "coordinator/openai_tools.h"
 #include "specserve/v1/generation.pb.h"
 
 namespace specserve::openai {
@@ -33,6 +34,7 @@ struct ChoiceResult {
   v1::GenerationStats stats;
   std::vector<LogprobEntry> logprobs;  // with ResponseHead::logprobs: one per token
   int64_t chars = 0;                   // characters of the tokens so far (text_offset)
+  std::vector<ToolCall> tool_calls;    // chat with tools: the calls the text made (text is then the rest)
 };
 
 // {"prompt_tokens", "completion_tokens", "total_tokens"} over all choices
@@ -51,6 +53,9 @@ nlohmann::json TextChunk(const ResponseHead& head, int index, const std::string&
 // The endpoint's logprobs object for `entries`, text offsets from `first_offset`.
 nlohmann::json ChoiceLogprobs(const ResponseHead& head, absl::Span<const LogprobEntry> entries,
                               int64_t first_offset);
+// Chat: a choice's calls, whole, as one delta ({"tool_calls": [{"index",
+// "id", "type", "function": {"name", "arguments"}}]}).
+nlohmann::json ToolCallsChunk(const ResponseHead& head, int index, const std::vector<ToolCall>& calls);
 // The choice's last chunk: finish_reason and its "specserve" statistics.
 nlohmann::json FinishChunk(const ResponseHead& head, int index, const ChoiceResult& result);
 // stream_options.include_usage: the chunk before [DONE], with no choices.

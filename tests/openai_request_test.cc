@@ -80,7 +80,7 @@ TEST(OpenAiRequestTest, ChatMessagesWithTextParts) {
   ASSERT_EQ(r->messages.size(), 3u);
   EXPECT_EQ(r->messages[0].role, "system");
   EXPECT_EQ(r->messages[1].content, "ab");
-  EXPECT_EQ(r->messages[2].content, "");
+  EXPECT_FALSE(r->messages[2].content.has_value());  // null: an assistant turn that only called tools
   EXPECT_EQ(r->generate.prompt_case(), v1::GenerateRequest::PROMPT_NOT_SET);  // rendered later
   ASSERT_EQ(r->generate.stop_size(), 1);
 }
@@ -138,7 +138,8 @@ TEST(OpenAiRequestTest, BadBodiesAre400sNamingTheField) {
       {Endpoint::kCompletions, R"({"prompt": "x", "logprobs": true})", "logprobs"},
       {Endpoint::kCompletions, R"({"prompt": "x", "logprobs": 1.5})", "logprobs"},
       {Endpoint::kCompletions, R"({"prompt": "x", "top_logprobs": 2})", "top_logprobs"},
-      {Endpoint::kCompletions, R"({"prompt": "x", "echo": true})", "echo"},
+      {Endpoint::kCompletions, R"({"prompt": "x", "echo": 1})", "echo"},
+      {Endpoint::kCompletions, R"({"prompt": "x", "echo": true, "logprobs": 2})", "echo"},
       {Endpoint::kCompletions, R"({"prompt": "x", "best_of": 3})", "best_of"},
       {Endpoint::kCompletions, R"({"prompt": "x", "presence_penalty": 2.5})", "presence_penalty"},
       {Endpoint::kCompletions, R"({"prompt": "x", "frequency_penalty": "a"})", "frequency_penalty"},

@@ -127,11 +127,14 @@ rc=$?
 set -e
 [ "$rc" -ne 0 ] && grep -q 'cannot bind' "$work/busy_port.err" || fail "a second coordinator on the HTTP port: rc $rc"
 
-# 3. The openai JavaScript client.
+# 3. The openai JavaScript client: the API (openai_client_test.mjs), then
+#    structured output and tool calls (openai_structured_test.mjs), one file
+#    at a time (the first counts the services' open sessions).
 SPECSERVE_BASE_URL=$BASE/v1 SPECSERVE_API_KEY=$key SPECSERVE_WORK=$work SPECSERVE_PROMPT_TOKENS=$prompt_tokens \
 SPECSERVE_PROMPT=$prompt SPECSERVE_METRICS="http://127.0.0.1:$TARGET_METRICS_PORT/metrics http://127.0.0.1:$DRAFT_METRICS_PORT/metrics" \
 SPECSERVE_COORD_LOG=$work/logs/coordinator.log \
-  node --test "$here/openai_client_test.mjs" || fail "openai client tests"
+  node --test --test-concurrency=1 "$here/openai_client_test.mjs" "$here/openai_structured_test.mjs" \
+  || fail "openai client tests"
 
 # 4. A second coordinator with room for one running request and one waiting:
 #    while a long stream runs, a second request waits in line and a third
