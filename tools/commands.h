@@ -14,5 +14,6 @@ int ServeBench(int argc, char** argv);
 int Inflate(int argc, char** argv);
 int DumpFeatures(int argc, char** argv);
 int EagleBench(int argc, char** argv);
+int ConstrainBench(int argc, char** argv);
 
 }  // namespace specserve::cli

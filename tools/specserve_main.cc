@@ -20,7 +20,8 @@ constexpr char kUsage[] =
     "  serve-bench the three-process deployment against plain and in-process decoding\n"
     "  inflate     widen a small model to a real model's shapes and write it as GGUF\n"
     "  dump-features  the target's features over a corpus, for training an EAGLE head\n"
-    "  eagle-bench    greedy self-speculation with an EAGLE head against plain decoding\n";
+    "  eagle-bench    greedy self-speculation with an EAGLE head against plain decoding\n"
+    "  constrain-bench  structured output's cost through the services, against free output\n";
 
 }  // namespace
 
@@ -40,6 +41,7 @@ int main(int argc, char** argv) {
   if (cmd == "inflate") return specserve::cli::Inflate(argc, argv);
   if (cmd == "dump-features") return specserve::cli::DumpFeatures(argc, argv);
   if (cmd == "eagle-bench") return specserve::cli::EagleBench(argc, argv);
+  if (cmd == "constrain-bench") return specserve::cli::ConstrainBench(argc, argv);
   std::fprintf(stderr, "specserve: unknown command '%s'\n\n%s", cmd.c_str(), kUsage);
   return 2;
 }
