@@ -19,8 +19,8 @@ warm-up (restarted processes: since their last start). Prints a table; exits
 limit (2 on a setup failure).
 
     /usr/bin/python3 bench/soak.py                        # 10 minutes, 32 clients
-    /usr/bin/python3 bench/soak.py --duration 60 --clients 8 \\
-        --draft-restart-every 20 --target-restart-at 35    # what CI runs
+    /usr/bin/python3 bench/soak.py --duration 40 --clients 8 \\
+        --draft-restart-every 15 --target-restart-at 25    # what CI runs
 
 Needs Debian's python3-grpcio, python3-protobuf and protoc (for the client's
 generated messages), and python3-prometheus-client to read /metrics.

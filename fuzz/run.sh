@@ -3,7 +3,7 @@
 # SPECSERVE_FUZZ=ON) and runs each for SECONDS (default 60), then prints a
 # table: executions, exec/s, new corpus units, coverage, crashes.
 #
-#   bash fuzz/run.sh            # 60 s per target (tools/test.sh and CI run 30 s)
+#   bash fuzz/run.sh            # 60 s per target (tools/test.sh and CI run 15 s)
 #   bash fuzz/run.sh 3600       # an hour per target
 #   bash fuzz/run.sh --check    # only: are clang-14 and libFuzzer installed?
 #

@@ -6,7 +6,7 @@
 #     kernel for sm_80 and sm_90 and runs the CUDA tests (they skip, saying
 #     so, where no GPU is present);
 #  3. the GGUF loader and tokenizer tests under AddressSanitizer and UBSan;
-#  4. each libFuzzer target (fuzz/) for 30 s in build-fuzz/ (clang-14).
+#  4. each libFuzzer target (fuzz/) for 15 s in build-fuzz/ (clang-14).
 # Between stage 1's build and its tests, clang-14's thread-safety analysis
 # (tools/thread_safety.sh) runs over the CPU build's non-test sources.
 # Where clang or libFuzzer is missing a clang stage is skipped, saying so,
@@ -67,7 +67,7 @@ done
 # Fuzzing: the GGUF parser, both tokenizers and the proto conversions.
 stage "fuzzing"
 if bash fuzz/run.sh --check; then
-  bash fuzz/run.sh "${FUZZ_SECONDS:-30}"
+  bash fuzz/run.sh "${FUZZ_SECONDS:-15}"
 elif [ "${CI:-}" = "true" ]; then
   echo "fuzz: clang-14 / libFuzzer missing under CI (tools/setup.sh installs clang-14 libclang-rt-14-dev)" >&2
   exit 1

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# The soak test, CI size (bench/soak.py): 60 s of 8 concurrent greedy clients
+# The soak test, CI size (bench/soak.py): 40 s of 8 concurrent greedy clients
 # against the three real servers, 10% of the requests cancelled after their
-# first delta, the draft SIGKILLed and restarted every 20 s and the target
-# once at 35 s. Fails on any answer that differs from its solo output, any
+# first delta, the draft SIGKILLed and restarted every 15 s and the target
+# once at 25 s. Fails on any answer that differs from its solo output, any
 # error other than UNAVAILABLE while the target is away, a crash or hang,
 # sessions or KV blocks left open once idle, or RSS growth over 50 MB.
 # SOAK_SECONDS / SOAK_CLIENTS override the size; extra arguments go to soak.py.
@@ -12,8 +12,8 @@ init_python_test
 trap 'rm -rf "$work"' EXIT
 
 set +e
-"$PYTHON" "$DEPLOY_ROOT/bench/soak.py" --duration "${SOAK_SECONDS:-60}" --clients "${SOAK_CLIENTS:-8}" \
-  --cancel-fraction 0.1 --draft-restart-every 20 --target-restart-at 35 \
+"$PYTHON" "$DEPLOY_ROOT/bench/soak.py" --duration "${SOAK_SECONDS:-40}" --clients "${SOAK_CLIENTS:-8}" \
+  --cancel-fraction 0.1 --draft-restart-every 15 --target-restart-at 25 \
   --bin "$SPECSERVE_BIN" --models "$DEPLOY_ROOT/models" --logs "$work/logs" --json "$work/soak.json" "$@"
 rc=$?
 set -e
