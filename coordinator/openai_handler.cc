@@ -91,8 +91,11 @@ struct Stream {
   openai::ResponseHead head;
   bool include_usage = false;
   std::string echoed;   // echo: each choice's first text
-  openai::Tools tools;  // active: each choice's text is held back until it is parsed
+  // Active tools: a named call's text streams as its arguments; any other
+  // choice's text is held back until it is parsed.
+  openai::Tools tools;
   openai::ToolCallFormat format = openai::ToolCallFormat::kJsonList;
+  std::vector<std::string> call_ids;  // per choice: the streamed named call's id, once sent
   int n = 1;
   std::vector<ChoiceResult> results;
   std::string request_id, path;
@@ -157,7 +160,13 @@ struct Stream {
       if (!failed.ok()) continue;
       bool ok = true;
       if (ev.kind == ChoiceEvent::Kind::kDelta && tools.active()) {
-        // Held back: the text may be a call, which streams whole at the end.
+        if (tools.choice == openai::ToolChoice::kNamed && !ev.delta.text().empty()) {
+          std::string& id = call_ids[ev.index];
+          const bool first = id.empty();
+          if (first) id = ToolCallId();
+          ok = write(openai::SseData(
+              openai::ToolArgumentsChunk(head, ev.index, first ? id : "", tools.named, ev.delta.text())));
+        }
       } else if (ev.kind == ChoiceEvent::Kind::kDelta && (!ev.delta.text().empty() || ev.delta.logprobs_size() > 0)) {
         const std::vector<openai::LogprobEntry>& lps = results[ev.index].logprobs;
         const nlohmann::json chunk_logprobs =
@@ -165,7 +174,11 @@ struct Stream {
                           : nlohmann::json(nullptr);
         ok = write(openai::SseData(openai::TextChunk(head, ev.index, ev.delta.text(), chunk_logprobs)));
       } else if (ev.kind == ChoiceEvent::Kind::kFinal) {
-        if (tools.active()) ok = WriteHeld(ev.index, write);
+        if (tools.choice == openai::ToolChoice::kNamed) {
+          ResolveToolCalls(tools, format, results[ev.index]);  // streamed already: only the finish_reason
+        } else if (tools.active()) {
+          ok = WriteHeld(ev.index, write);
+        }
         ok = ok && write(openai::SseData(openai::FinishChunk(head, ev.index, results[ev.index])));
       }
       if (!ok) return false;
@@ -299,6 +312,7 @@ void OpenAiHandler::Handle(openai::Endpoint endpoint, const httplib::Request& re
     st->include_usage = r->include_usage;
     st->echoed = std::move(echoed);
     st->tools = r->tools;
+    st->call_ids.resize(n);
     st->format = format;
     st->n = n;
     st->results.resize(n);

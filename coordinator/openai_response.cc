@@ -111,6 +111,21 @@ json ToolCallsChunk(const ResponseHead& head, int index, const std::vector<ToolC
   return c;
 }
 
+json ToolArgumentsChunk(const ResponseHead& head, int index, const std::string& id, const std::string& name,
+                        const std::string& arguments) {
+  json call = {{"index", 0}, {"function", {{"arguments", arguments}}}};
+  if (!id.empty()) {
+    call["id"] = id;
+    call["type"] = "function";
+    call["function"]["name"] = name;
+  }
+  json c = Base(head, true);
+  json choice = Choice(head, index, true, nullptr, nullptr);
+  choice["delta"] = {{"tool_calls", json::array({std::move(call)})}};
+  c["choices"] = json::array({std::move(choice)});
+  return c;
+}
+
 json ChoiceLogprobs(const ResponseHead& head, absl::Span<const LogprobEntry> entries, int64_t first_offset) {
   return IsChat(head) ? ChatLogprobs(entries) : CompletionLogprobs(entries, first_offset);
 }

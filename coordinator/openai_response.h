@@ -56,6 +56,10 @@ nlohmann::json ChoiceLogprobs(const ResponseHead& head, absl::Span<const Logprob
 // Chat: a choice's calls, whole, as one delta ({"tool_calls": [{"index",
 // "id", "type", "function": {"name", "arguments"}}]}).
 nlohmann::json ToolCallsChunk(const ResponseHead& head, int index, const std::vector<ToolCall>& calls);
+// Chat: a piece of a named call's arguments as it is generated; the first
+// piece (ID not empty) also carries the call's id, type and name.
+nlohmann::json ToolArgumentsChunk(const ResponseHead& head, int index, const std::string& id, const std::string& name,
+                                  const std::string& arguments);
 // The choice's last chunk: finish_reason and its "specserve" statistics.
 nlohmann::json FinishChunk(const ResponseHead& head, int index, const ChoiceResult& result);
 // stream_options.include_usage: the chunk before [DONE], with no choices.

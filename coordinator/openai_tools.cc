@@ -231,9 +231,9 @@ ParsedChoice ParseToolCalls(const Tools& t, ToolCallFormat format, absl::string_
   switch (t.choice) {
     case ToolChoice::kNone: break;
     case ToolChoice::kNamed: {
-      const ojson args = Parse(trimmed);
-      ok = args.is_object();
-      if (ok) p.calls.push_back({"", t.named, args.dump()});
+      // The arguments as the model wrote them, as a stream sends them.
+      ok = Parse(trimmed).is_object();
+      if (ok) p.calls.push_back({"", t.named, std::string(trimmed)});
       break;
     }
     case ToolChoice::kRequired: ok = ReadCalls(Parse(trimmed), t, "arguments", &p.calls); break;

@@ -77,7 +77,7 @@ std::string JsonListText(const nlohmann::ordered_json& calls);  // [{"name", "ar
 struct ToolCall {
   std::string id;         // "call_..."; set by the response, empty from ParseToolCalls
   std::string name;
-  std::string arguments;  // compact JSON text of an object
+  std::string arguments;  // JSON text of an object: a named call's as written, else compact
 };
 struct ParsedChoice {
   std::string content;            // text that is not a call ("" when none)

@@ -6,21 +6,14 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import OpenAI from 'openai';
+import { client, env, model } from './openai_server.mjs';
 
-const env = process.env;
-const client = new OpenAI({
-  baseURL: env.SPECSERVE_BASE_URL,
-  apiKey: env.SPECSERVE_API_KEY,
-  maxRetries: 0,
-  timeout: 120_000,
-});
 const grpc = (name) => JSON.parse(fs.readFileSync(`${env.SPECSERVE_WORK}/grpc_${name}.json`, 'utf8'));
 const prompt = env.SPECSERVE_PROMPT;
 const messages = [
   { role: 'system', content: 'You complete Python code.' },
   { role: 'user', content: 'def add(a, b):\n    return' },
 ];
-const model = (await client.models.list()).data[0].id;
 
 // Every choice, chunk by chunk: text, finish_reason, the specserve statistics, usage.
 async function collect(stream, chat) {
