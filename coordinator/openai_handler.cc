@@ -175,7 +175,9 @@ struct Stream {
         ok = write(openai::SseData(openai::TextChunk(head, ev.index, ev.delta.text(), chunk_logprobs)));
       } else if (ev.kind == ChoiceEvent::Kind::kFinal) {
         if (tools.choice == openai::ToolChoice::kNamed) {
-          ResolveToolCalls(tools, format, results[ev.index]);  // streamed already: only the finish_reason
+          // Streamed already: only the finish_reason, and the id sent.
+          ResolveToolCalls(tools, format, results[ev.index]);
+          for (openai::ToolCall& call : results[ev.index].tool_calls) call.id = call_ids[ev.index];
         } else if (tools.active()) {
           ok = WriteHeld(ev.index, write);
         }

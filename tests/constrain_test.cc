@@ -186,16 +186,7 @@ Bundled* LoadModel(const std::string& file) {
   return out;
 }
 const Bundled* LoadBundled() {
-  static const Bundled* b = [] {
-    auto* out = new Bundled;
-    auto f = GgufFile::Open(BundledModel("code-target-7m.gguf"));
-    if (!f.ok()) return out;
-    auto tok = Tokenizer::FromGguf(**f);
-    if (!tok.ok()) return out;
-    out->tok = std::move(*tok);
-    out->vocab = TokenVocabulary::FromTokenizer(*out->tok);
-    return out;
-  }();
+  static const Bundled* b = LoadModel("code-target-7m.gguf");
   return b;
 }
 
